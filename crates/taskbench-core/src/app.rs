@@ -1,0 +1,289 @@
+//! A benchmark: one or more graphs (`-and`) and the global flags, parsed from the reference's
+//! single-dash command line (SPEC §4).
+
+use crate::error::ConfigError;
+use crate::graph::{check_graph, DependenceType, KernelType, TaskGraph};
+
+/// A flag a system adds to the Task Bench flags (for example `-worker N`).
+#[derive(Clone, Copy, Debug)]
+pub struct ExtraFlag {
+    /// The flag as typed, with its dash: `"-worker"`.
+    pub name: &'static str,
+    /// Whether it takes a value.
+    pub takes_value: bool,
+}
+
+/// A parsed, validated Task Bench configuration.
+///
+/// ```
+/// use taskbench_core::app::App;
+/// let (app, extra) = App::parse(&["-steps", "10", "-type", "fft", "-and", "-width", "2"], &[]).unwrap();
+/// assert_eq!(app.graphs.len(), 2);
+/// assert_eq!(app.graphs[1].max_width, 2);
+/// assert_eq!(app.graphs[1].timesteps, 4); // each graph starts from the defaults
+/// assert!(extra.is_empty());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct App {
+    /// The graphs, run together.
+    pub graphs: Vec<TaskGraph>,
+    /// `-nodes`: only used to estimate local and nonlocal dependencies in the report.
+    pub nodes: i64,
+    /// 0, 1 (`-v`) or 2 (`-vv`).
+    pub verbose: u8,
+    /// `-skip-graph-validation`: skip the mirror check (the rules of SPEC §1 still apply).
+    pub skip_graph_validation: bool,
+}
+
+/// The flags that belong to the graph being built.
+const GRAPH_FLAGS: [&str; 12] = [
+    "-steps",
+    "-width",
+    "-type",
+    "-radix",
+    "-period",
+    "-fraction",
+    "-kernel",
+    "-iter",
+    "-output",
+    "-scratch",
+    "-sample",
+    "-imbalance",
+];
+
+fn parse_int(flag: &str, v: &str) -> Result<i64, ConfigError> {
+    v.trim().parse::<i64>().map_err(|_| ConfigError::BadValue {
+        flag: flag.into(),
+        value: v.into(),
+        expected: "an integer".into(),
+    })
+}
+
+fn parse_float(flag: &str, v: &str) -> Result<f64, ConfigError> {
+    match v.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        _ => Err(ConfigError::BadValue {
+            flag: flag.into(),
+            value: v.into(),
+            expected: "a number".into(),
+        }),
+    }
+}
+
+fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> String {
+    all.iter().map(|&t| name(t)).collect::<Vec<_>>().join(", ")
+}
+
+impl App {
+    /// Parses Task Bench flags (without the program name). Flags listed in `extra` are
+    /// accepted and returned in order with their values; any other unknown flag is an error.
+    pub fn parse<S: AsRef<str>>(
+        args: &[S],
+        extra: &[ExtraFlag],
+    ) -> Result<(App, Vec<(String, Option<String>)>), ConfigError> {
+        let mut app = App {
+            graphs: Vec::new(),
+            nodes: 0,
+            verbose: 0,
+            skip_graph_validation: false,
+        };
+        let mut extras = Vec::new();
+        let mut graph = TaskGraph::default();
+        let mut period: Option<i64> = None;
+        let mut i = 0;
+        while i < args.len() {
+            let flag = args[i].as_ref();
+            let takes_value = GRAPH_FLAGS.contains(&flag) || flag == "-nodes";
+            let value = if takes_value {
+                i += 1;
+                Some(
+                    args.get(i)
+                        .ok_or_else(|| ConfigError::MissingArgument(flag.into()))?
+                        .as_ref(),
+                )
+            } else {
+                None
+            };
+            let v = value.unwrap_or_default();
+            match flag {
+                "-steps" => graph.timesteps = parse_int(flag, v)?,
+                "-width" => graph.max_width = parse_int(flag, v)?,
+                "-type" => {
+                    graph.dependence = v.parse().map_err(|_| ConfigError::BadValue {
+                        flag: flag.into(),
+                        value: v.into(),
+                        expected: format!(
+                            "one of {}",
+                            names(&DependenceType::ALL, DependenceType::name)
+                        ),
+                    })?
+                }
+                "-radix" => graph.radix = parse_int(flag, v)?,
+                "-period" => period = Some(parse_int(flag, v)?),
+                "-fraction" => graph.fraction_connected = parse_float(flag, v)?,
+                "-kernel" => {
+                    graph.kernel.kind = v.parse().map_err(|_| ConfigError::BadValue {
+                        flag: flag.into(),
+                        value: v.into(),
+                        expected: format!("one of {}", names(&KernelType::ALL, KernelType::name)),
+                    })?
+                }
+                "-iter" => graph.kernel.iterations = parse_int(flag, v)?,
+                "-output" => graph.output_bytes_per_task = Self::parse_size(flag, v)?,
+                "-scratch" => graph.scratch_bytes_per_task = Self::parse_size(flag, v)?,
+                "-sample" => graph.kernel.samples = parse_int(flag, v)?,
+                "-imbalance" => graph.kernel.imbalance = parse_float(flag, v)?,
+                "-nodes" => app.nodes = parse_int(flag, v)?,
+                "-v" => app.verbose = app.verbose.max(1),
+                "-vv" => app.verbose = 2,
+                "-skip-graph-validation" => app.skip_graph_validation = true,
+                "-and" => {
+                    app.finish_graph(std::mem::take(&mut graph), period.take())?;
+                    graph.graph_index = app.graphs.len() as i64;
+                }
+                _ => match extra.iter().find(|e| e.name == flag) {
+                    Some(e) if e.takes_value => {
+                        i += 1;
+                        let v = args
+                            .get(i)
+                            .ok_or_else(|| ConfigError::MissingArgument(flag.into()))?;
+                        extras.push((flag.to_string(), Some(v.as_ref().to_string())));
+                    }
+                    Some(_) => extras.push((flag.to_string(), None)),
+                    None => return Err(ConfigError::UnknownFlag(flag.into())),
+                },
+            }
+            i += 1;
+        }
+        app.finish_graph(graph, period)?;
+        if app.nodes < 0 {
+            return Err(range("-nodes", app.nodes.to_string(), ">= 0"));
+        }
+        Ok((app, extras))
+    }
+
+    fn parse_size(flag: &str, v: &str) -> Result<usize, ConfigError> {
+        let n = parse_int(flag, v)?;
+        usize::try_from(n).map_err(|_| range(flag, n.to_string(), ">= 0"))
+    }
+
+    fn finish_graph(&mut self, mut g: TaskGraph, period: Option<i64>) -> Result<(), ConfigError> {
+        g.period = match period {
+            Some(p) => p,
+            None if g.dependence.has_period() => 3,
+            None => 0,
+        };
+        validate_graph(&g, period.is_some())?;
+        if !self.skip_graph_validation {
+            check_graph(&g)?;
+        }
+        self.graphs.push(g);
+        Ok(())
+    }
+}
+
+fn range(flag: &str, shown: String, rule: &str) -> ConfigError {
+    ConfigError::OutOfRange {
+        flag: flag.into(),
+        shown,
+        rule: rule.into(),
+    }
+}
+
+/// Applies the rules of SPEC §1 to one graph. `period_given` says whether `-period` was on the
+/// command line (types without periods reject it even when it is 0, as the reference does).
+pub fn validate_graph(g: &TaskGraph, period_given: bool) -> Result<(), ConfigError> {
+    let k = &g.kernel;
+    let positive = [("-steps", g.timesteps), ("-width", g.max_width)];
+    for (flag, v) in positive {
+        if v <= 0 {
+            return Err(range(flag, v.to_string(), "> 0"));
+        }
+    }
+    let nonneg = [
+        ("-radix", g.radix),
+        ("-period", g.period),
+        ("-iter", k.iterations),
+        ("-sample", k.samples),
+    ];
+    for (flag, v) in nonneg {
+        if v < 0 {
+            return Err(range(flag, v.to_string(), ">= 0"));
+        }
+    }
+    if g.output_bytes_per_task < 16 {
+        return Err(range(
+            "-output",
+            g.output_bytes_per_task.to_string(),
+            ">= 16",
+        ));
+    }
+    if g.scratch_bytes_per_task % 8 != 0 {
+        return Err(range(
+            "-scratch",
+            g.scratch_bytes_per_task.to_string(),
+            "a multiple of 8",
+        ));
+    }
+    if !(0.0..=1.0).contains(&g.fraction_connected) {
+        return Err(range(
+            "-fraction",
+            format!("{:.6}", g.fraction_connected),
+            ">= 0 and <= 1",
+        ));
+    }
+    if !(0.0..=2.0).contains(&k.imbalance) {
+        return Err(range(
+            "-imbalance",
+            format!("{:.6}", k.imbalance),
+            ">= 0 and <= 2",
+        ));
+    }
+    let ty = g.dependence;
+    if period_given && !ty.has_period() {
+        return Err(ConfigError::PeriodNotSupported(ty.name().into()));
+    }
+    let (w, r) = (g.max_width, g.radix);
+    match ty {
+        DependenceType::RandomSpread => {
+            return Err(ConfigError::NotSupported(
+                "Graph type \"random_spread\" is not implemented by the reference Task Bench; use random_nearest or spread"
+                    .into(),
+            ))
+        }
+        DependenceType::Spread | DependenceType::RandomNearest if g.period == 0 => {
+            return Err(ConfigError::PeriodRequired(ty.name().into()))
+        }
+        DependenceType::Spread if r > 0 && g.period > (w + r - 1) / r => {
+            return Err(ConfigError::PeriodTooLarge { ty: ty.name().into(), max: (w + r - 1) / r })
+        }
+        DependenceType::Stencil1DPeriodic if w < 3 => {
+            return Err(ConfigError::WidthTooSmall {
+                ty: ty.name().into(),
+                min: 3,
+                width: w,
+                why: "a smaller width lists a neighbour twice".into(),
+            })
+        }
+        DependenceType::Fft if w < 2 => {
+            return Err(ConfigError::WidthTooSmall {
+                ty: ty.name().into(),
+                min: 2,
+                width: w,
+                why: "one point has no butterfly (the reference divides by zero)".into(),
+            })
+        }
+        _ => {}
+    }
+    match k.kind {
+        KernelType::IoBound => Err(ConfigError::NotSupported(
+            "Kernel \"io_bound\" is not implemented by the reference Task Bench".into(),
+        )),
+        KernelType::ComputeDgemm | KernelType::MemoryDaxpy => Err(ConfigError::NotSupported(format!(
+            "Kernel \"{}\" is not supported by this build (the reference needs a BLAS library such as MKL)",
+            k.kind
+        ))),
+        KernelType::MemoryBound if k.samples == 0 => Err(range("-sample", "0".into(), "> 0 for memory_bound")),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,58 @@
+//! Errors in a benchmark's configuration. Each message names the flag or graph at fault and
+//! follows the reference's wording where the reference has one.
+
+use thiserror::Error;
+
+/// A configuration that cannot be run. `Display` gives one line without the `error: ` prefix.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ConfigError {
+    /// A flag that takes a value came last.
+    #[error("Flag \"{0}\" requires an argument")]
+    MissingArgument(String),
+    /// A value that does not parse as the flag's type.
+    #[error("Invalid flag \"{flag} {value}\": expected {expected}")]
+    BadValue {
+        flag: String,
+        value: String,
+        expected: String,
+    },
+    /// A value outside the flag's range, shown as the reference shows it.
+    #[error("Invalid flag \"{flag} {shown}\" must be {rule}")]
+    OutOfRange {
+        flag: String,
+        shown: String,
+        rule: String,
+    },
+    /// A flag neither Task Bench nor the system knows.
+    #[error("Unknown flag \"{0}\" (see -h for the flags taskbench accepts)")]
+    UnknownFlag(String),
+    /// `-period` given to a type without dependence-set periods.
+    #[error("Graph type \"{0}\" does not support user-configurable period")]
+    PeriodNotSupported(String),
+    /// `-period` larger than the type allows.
+    #[error("Graph type \"{ty}\" requires a period that is at most {max}")]
+    PeriodTooLarge { ty: String, max: i64 },
+    /// A type that needs a period was given 0.
+    #[error("Graph type \"{0}\" requires a period that is at least 1")]
+    PeriodRequired(String),
+    /// A width for which the type's dependencies are ill-defined.
+    #[error("Graph type \"{ty}\" requires a width of at least {min} (got {width}): {why}")]
+    WidthTooSmall {
+        ty: String,
+        min: i64,
+        width: i64,
+        why: String,
+    },
+    /// A type or kernel the reference does not implement, or this build does not support.
+    #[error("{0}")]
+    NotSupported(String),
+    /// The graph check found a dependency listed twice or a reverse dependency that does not
+    /// mirror a forward one.
+    #[error("Graph {graph} fails validation at timestep {timestep}, point {point}: {what}")]
+    BadGraph {
+        graph: i64,
+        timestep: i64,
+        point: i64,
+        what: String,
+    },
+}

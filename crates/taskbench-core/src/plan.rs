@@ -1,0 +1,245 @@
+//! A graph with its dependencies precomputed, and the one function every system calls to run a
+//! task: [`Plan::execute_point`], which validates the task's inputs, runs the kernel and writes
+//! the task's output.
+//!
+//! Dependencies depend only on the timestep's shape (dependence set and the two windows), so
+//! each distinct shape is materialised once; looking a task's dependencies up is then O(1), which
+//! matters when tasks last a microsecond.
+
+use crate::graph::{Interval, TaskGraph};
+use crate::kernel::SCRATCH_MAGIC;
+use crate::validate::{TaskError, Violation};
+use std::collections::HashMap;
+
+/// One distinct timestep shape and its materialised dependencies.
+#[derive(Debug, Clone)]
+struct Shape {
+    offset: i64,
+    width: i64,
+    last_offset: i64,
+    last_width: i64,
+    dep_start: Vec<u32>,
+    deps: Vec<i64>,
+    rdep_start: Vec<u32>,
+    rdeps: Vec<i64>,
+}
+
+/// A [`TaskGraph`] ready to run: dependencies and reverse dependencies of every timestep,
+/// filtered by the windows, in delivery order.
+///
+/// ```
+/// use taskbench_core::graph::{DependenceType, TaskGraph};
+/// use taskbench_core::plan::Plan;
+/// let plan = Plan::new(TaskGraph { dependence: DependenceType::Stencil1D, ..TaskGraph::default() });
+/// assert_eq!(plan.deps(1, 0), &[0, 1]);
+/// assert_eq!(plan.rdeps(1, 3), &[2, 3]);
+/// let mut out = vec![0u8; 16];
+/// let inputs = [Plan::output_of(0, 0, 16), Plan::output_of(0, 1, 16)];
+/// let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+/// plan.execute_point(1, 0, &mut out, &refs, &mut []).unwrap();
+/// assert_eq!(out, Plan::output_of(1, 0, 16));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Plan {
+    graph: TaskGraph,
+    shape_of: Vec<u32>,
+    shapes: Vec<Shape>,
+}
+
+impl Plan {
+    /// Materialises the dependencies of every timestep of `graph`.
+    pub fn new(graph: TaskGraph) -> Plan {
+        let mut index: HashMap<(i64, i64, i64, i64, i64), u32> = HashMap::new();
+        let mut shapes = Vec::new();
+        let mut shape_of = Vec::with_capacity(graph.timesteps.max(0) as usize);
+        let mut raw: Vec<Interval> = Vec::new();
+        for t in 0..graph.timesteps {
+            let key = (
+                graph.dependence_set_at_timestep(t),
+                graph.offset_at_timestep(t),
+                graph.width_at_timestep(t),
+                graph.offset_at_timestep(t - 1),
+                graph.width_at_timestep(t - 1),
+            );
+            let id = *index.entry(key).or_insert_with(|| {
+                shapes.push(Self::shape(&graph, key, &mut raw));
+                (shapes.len() - 1) as u32
+            });
+            shape_of.push(id);
+        }
+        Plan {
+            graph,
+            shape_of,
+            shapes,
+        }
+    }
+
+    fn shape(g: &TaskGraph, key: (i64, i64, i64, i64, i64), raw: &mut Vec<Interval>) -> Shape {
+        let (dset, offset, width, last_offset, last_width) = key;
+        let mut s = Shape {
+            offset,
+            width,
+            last_offset,
+            last_width,
+            dep_start: vec![0],
+            deps: Vec::new(),
+            rdep_start: vec![0],
+            rdeps: Vec::new(),
+        };
+        for p in offset..offset + width {
+            g.dependencies_into(dset, p, raw);
+            let window = last_offset..last_offset + last_width;
+            s.deps.extend(
+                raw.iter()
+                    .flat_map(|&(a, b)| a..=b)
+                    .filter(|d| window.contains(d)),
+            );
+            s.dep_start.push(s.deps.len() as u32);
+        }
+        for q in last_offset..last_offset + last_width {
+            g.reverse_dependencies_into(dset, q, raw);
+            let window = offset..offset + width;
+            s.rdeps.extend(
+                raw.iter()
+                    .flat_map(|&(a, b)| a..=b)
+                    .filter(|c| window.contains(c)),
+            );
+            s.rdep_start.push(s.rdeps.len() as u32);
+        }
+        s
+    }
+
+    /// The graph this plan runs.
+    pub fn graph(&self) -> &TaskGraph {
+        &self.graph
+    }
+
+    fn shape_at(&self, t: i64) -> Option<&Shape> {
+        usize::try_from(t)
+            .ok()
+            .and_then(|t| self.shape_of.get(t))
+            .map(|&s| &self.shapes[s as usize])
+    }
+
+    /// First point of timestep `t` (0 outside the graph).
+    pub fn offset(&self, t: i64) -> i64 {
+        self.shape_at(t).map_or(0, |s| s.offset)
+    }
+
+    /// Number of points of timestep `t` (0 outside the graph).
+    pub fn width(&self, t: i64) -> i64 {
+        self.shape_at(t).map_or(0, |s| s.width)
+    }
+
+    /// The points of `t-1` that task `(t, point)` reads, in delivery order. Empty for points
+    /// outside the timestep.
+    pub fn deps(&self, t: i64, point: i64) -> &[i64] {
+        match self.shape_at(t) {
+            Some(s) if point >= s.offset && point < s.offset + s.width => {
+                let k = (point - s.offset) as usize;
+                &s.deps[s.dep_start[k] as usize..s.dep_start[k + 1] as usize]
+            }
+            _ => &[],
+        }
+    }
+
+    /// The points of timestep `t` that read `point` of timestep `t-1`, ascending by the
+    /// reference's reverse-dependency order.
+    pub fn rdeps(&self, t: i64, point: i64) -> &[i64] {
+        match self.shape_at(t) {
+            Some(s) if point >= s.last_offset && point < s.last_offset + s.last_width => {
+                let k = (point - s.last_offset) as usize;
+                &s.rdeps[s.rdep_start[k] as usize..s.rdep_start[k + 1] as usize]
+            }
+            _ => &[],
+        }
+    }
+
+    /// The output task `(t, point)` must produce: `(t, point)` pairs of native 64-bit integers.
+    pub fn output_of(t: i64, point: i64, bytes: usize) -> Vec<u8> {
+        let mut v = vec![0u8; bytes];
+        write_output(t, point, &mut v);
+        v
+    }
+
+    /// Runs task `(t, point)`: checks that `inputs` are exactly the outputs of its dependencies
+    /// in delivery order, that its scratch still holds the magic value, runs the kernel and
+    /// writes `output`. Any violation is returned and names graph, timestep, point and input.
+    pub fn execute_point(
+        &self,
+        t: i64,
+        point: i64,
+        output: &mut [u8],
+        inputs: &[&[u8]],
+        scratch: &mut [u8],
+    ) -> Result<(), TaskError> {
+        let g = &self.graph;
+        let fail = |violation| {
+            Err(TaskError {
+                graph: g.graph_index,
+                timestep: t,
+                point,
+                violation,
+            })
+        };
+        if !g.contains(t, point) {
+            return fail(Violation::NoSuchTask);
+        }
+        let deps = self.deps(t, point);
+        if inputs.len() != deps.len() {
+            return fail(Violation::InputCount {
+                expected: deps.len(),
+                got: inputs.len(),
+            });
+        }
+        let bytes = g.output_bytes_per_task;
+        for (k, (input, &dep)) in inputs.iter().zip(deps).enumerate() {
+            if input.len() != bytes {
+                return fail(Violation::InputSize {
+                    input: k,
+                    dep,
+                    expected: bytes,
+                    got: input.len(),
+                });
+            }
+            for pair in input.chunks_exact(16) {
+                let ft = i64::from_ne_bytes(pair[..8].try_into().expect("8 bytes"));
+                let fp = i64::from_ne_bytes(pair[8..].try_into().expect("8 bytes"));
+                if (ft, fp) != (t - 1, dep) {
+                    return fail(Violation::InputContent {
+                        input: k,
+                        dep,
+                        found: (ft, fp),
+                    });
+                }
+            }
+        }
+        if scratch.len() != g.scratch_bytes_per_task {
+            return fail(Violation::ScratchSize {
+                expected: g.scratch_bytes_per_task,
+                got: scratch.len(),
+            });
+        }
+        if scratch.len() >= 8 && scratch[..8] != SCRATCH_MAGIC.to_ne_bytes() {
+            return fail(Violation::ScratchCorrupted);
+        }
+        if output.len() != bytes {
+            return fail(Violation::OutputSize {
+                expected: bytes,
+                got: output.len(),
+            });
+        }
+        g.kernel.execute(g.graph_index, t, point, scratch);
+        write_output(t, point, output);
+        Ok(())
+    }
+}
+
+fn write_output(t: i64, point: i64, output: &mut [u8]) {
+    let mut pair = [0u8; 16];
+    pair[..8].copy_from_slice(&t.to_ne_bytes());
+    pair[8..].copy_from_slice(&point.to_ne_bytes());
+    for chunk in output.chunks_exact_mut(16) {
+        chunk.copy_from_slice(&pair);
+    }
+}
