@@ -13,6 +13,9 @@ pub struct ExtraFlag {
     pub takes_value: bool,
 }
 
+/// System flags found on a command line, in order, with their values.
+pub type ExtraValues = Vec<(String, Option<String>)>;
+
 /// A parsed, validated Task Bench configuration.
 ///
 /// ```
@@ -80,7 +83,7 @@ impl App {
     pub fn parse<S: AsRef<str>>(
         args: &[S],
         extra: &[ExtraFlag],
-    ) -> Result<(App, Vec<(String, Option<String>)>), ConfigError> {
+    ) -> Result<(App, ExtraValues), ConfigError> {
         let mut app = App {
             graphs: Vec::new(),
             nodes: 0,

@@ -9,7 +9,19 @@
 use crate::graph::{Interval, TaskGraph};
 use crate::kernel::SCRATCH_MAGIC;
 use crate::validate::{TaskError, Violation};
+use std::cell::Cell;
 use std::collections::HashMap;
+
+thread_local! {
+    static EXECUTED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many tasks passed validation and ran on the calling thread since it started. Systems
+/// read it on each of their threads to prove they ran every task of the graph: a system that
+/// skipped tasks would otherwise never trip validation.
+pub fn tasks_executed_on_this_thread() -> u64 {
+    EXECUTED.with(Cell::get)
+}
 
 /// One distinct timestep shape and its materialised dependencies.
 #[derive(Debug, Clone)]
@@ -231,6 +243,7 @@ impl Plan {
         }
         g.kernel.execute(g.graph_index, t, point, scratch);
         write_output(t, point, output);
+        EXECUTED.with(|c| c.set(c.get() + 1));
         Ok(())
     }
 }

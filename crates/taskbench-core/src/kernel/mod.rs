@@ -155,7 +155,9 @@ mod tests {
     fn busy_wait_is_the_reference_recurrence() {
         assert_eq!(busy_wait(0), 113);
         assert_eq!(busy_wait(1), 113 * 139);
-        assert_eq!(busy_wait(2), 113 * 139 * 139 % 2_147_483_647);
+        // The modulus first bites on the fourth round: 113 * 139^4 = 42183017633.
+        assert_eq!(busy_wait(4), 42_183_017_633 % 2_147_483_647);
+        assert_eq!(busy_wait(4), 1_380_828_340);
     }
 
     #[test]

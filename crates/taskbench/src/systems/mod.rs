@@ -1,0 +1,111 @@
+//! The systems `taskbench` can benchmark. Each runs every graph of an [`App`] twice (a warm-up
+//! pass, then a timed pass) and returns the timed pass's elapsed time. A new system implements
+//! [`System`] in a module of its own and is added to [`all`].
+
+mod bsp;
+mod serial;
+pub mod slots;
+pub mod team;
+
+pub use bsp::Bsp;
+pub use serial::Serial;
+pub use team::Pass;
+
+use taskbench_core::app::App;
+use taskbench_core::plan::Plan;
+use taskbench_core::validate::TaskError;
+
+/// How a system is run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Worker threads (`-worker`).
+    pub workers: usize,
+    /// Pin worker `w` to core `w` where possible.
+    pub pin: bool,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            workers: default_workers(),
+            pin: true,
+        }
+    }
+}
+
+/// The number of cores this process may use.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Why a run did not produce a time.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A task received wrong inputs: the system broke a dependency.
+    #[error("{0}")]
+    Validation(#[from] TaskError),
+    /// The run configuration does not suit the system.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A runtime system under test.
+pub trait System: Send + Sync {
+    /// The name given to `-system`.
+    fn name(&self) -> &'static str;
+    /// One line for `taskbench --list`.
+    fn about(&self) -> &'static str;
+    /// Runs every graph of `app` once to warm up, then once timed; returns the timed pass's
+    /// elapsed time and task count. Every task validates its inputs; the first failure is
+    /// returned.
+    fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError>;
+}
+
+/// Every system, in the order `--list` shows them.
+pub fn all() -> Vec<Box<dyn System>> {
+    vec![Box::new(Serial), Box::new(Bsp)]
+}
+
+/// The system called `name`.
+pub fn by_name(name: &str) -> Option<Box<dyn System>> {
+    all().into_iter().find(|s| s.name() == name)
+}
+
+/// Runs task `(t, p)` of `plan`, fetching the output of each dependency with `input`.
+/// Gathers up to 8 inputs on the stack: the common case allocates nothing.
+#[inline]
+pub fn run_task<'a>(
+    plan: &Plan,
+    t: i64,
+    p: i64,
+    output: &mut [u8],
+    scratch: &mut [u8],
+    input: impl Fn(i64) -> &'a [u8],
+) -> Result<(), TaskError> {
+    let deps = plan.deps(t, p);
+    if deps.len() <= 8 {
+        let mut inputs: [&[u8]; 8] = [&[]; 8];
+        for (slot, &d) in inputs.iter_mut().zip(deps) {
+            *slot = input(d);
+        }
+        plan.execute_point(t, p, output, &inputs[..deps.len()], scratch)
+    } else {
+        let inputs: Vec<&[u8]> = deps.iter().map(|&d| input(d)).collect();
+        plan.execute_point(t, p, output, &inputs, scratch)
+    }
+}
+
+/// The first point owned by worker `w` of `n` under the reference MPI block distribution;
+/// worker `w` owns `[block_start(w), block_start(w + 1))`.
+pub fn block_start(w: usize, n: usize, width: i64) -> i64 {
+    (w as i64 * width) / n as i64
+}
+
+fn check_workers(cfg: &RunConfig) -> Result<(), RunError> {
+    if cfg.workers == 0 {
+        return Err(RunError::Config(
+            "Invalid flag \"-worker 0\" must be > 0".into(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,89 @@
+//! Output buffers shared between workers. Each point of a timestep has a slot; a producer writes
+//! its slot while consumers on other threads read other slots. Which accesses may overlap is
+//! decided by each system's synchronisation protocol, so the accessors are `unsafe` and each
+//! call site states why its protocol excludes a conflicting access. Task Bench's validation
+//! then checks every input, so a protocol mistake shows up as a failed run.
+
+use std::cell::UnsafeCell;
+
+/// A row of equally sized byte slots, each on its own cache lines (no false sharing between
+/// points owned by different workers).
+pub struct Slots {
+    data: Box<[UnsafeCell<u8>]>,
+    stride: usize,
+    bytes: usize,
+}
+
+// SAFETY: `Slots` hands out references only through the `unsafe` accessors, whose callers
+// guarantee that no slot is written while it is read or written elsewhere.
+unsafe impl Sync for Slots {}
+
+const LINE: usize = 64;
+
+impl Slots {
+    /// `count` slots of `bytes` bytes each, zeroed.
+    pub fn new(count: usize, bytes: usize) -> Slots {
+        let stride = bytes.div_ceil(LINE) * LINE;
+        let data = (0..count * stride).map(|_| UnsafeCell::new(0u8)).collect();
+        Slots {
+            data,
+            stride,
+            bytes,
+        }
+    }
+
+    /// Number of slots.
+    pub fn len(&self) -> usize {
+        self.data.len().checked_div(self.stride).unwrap_or(0)
+    }
+
+    /// Whether there are no slots.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn ptr(&self, i: usize) -> *mut u8 {
+        assert!(i < self.len(), "slot {i} of {}", self.len());
+        // `UnsafeCell<u8>` has the layout of `u8`, and writes through `get()` are permitted.
+        self.data[i * self.stride].get()
+    }
+
+    /// Reads slot `i`.
+    ///
+    /// # Safety
+    /// No thread may write slot `i` while the returned slice is alive.
+    pub unsafe fn read(&self, i: usize) -> &[u8] {
+        // SAFETY: the slot is `bytes` long inside the allocation, and the caller excludes
+        // concurrent writers.
+        unsafe { std::slice::from_raw_parts(self.ptr(i), self.bytes) }
+    }
+
+    /// Writes slot `i`.
+    ///
+    /// # Safety
+    /// No other thread may read or write slot `i` while the returned slice is alive.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn write(&self, i: usize) -> &mut [u8] {
+        // SAFETY: as for `read`, and the caller guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr(i), self.bytes) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_separate_and_line_aligned_in_stride() {
+        let s = Slots::new(3, 20);
+        assert_eq!(s.len(), 3);
+        // SAFETY: single-threaded test; no slice outlives its statement.
+        unsafe {
+            s.write(1).fill(7);
+            assert_eq!(s.read(0), &[0u8; 20][..]);
+            assert_eq!(s.read(1), &[7u8; 20][..]);
+            assert_eq!(s.read(2), &[0u8; 20][..]);
+        }
+        assert_eq!(s.stride, 64);
+    }
+}

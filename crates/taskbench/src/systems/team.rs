@@ -1,0 +1,202 @@
+//! A team of worker threads that runs timed passes: the calling thread is worker 0 (like MPI
+//! rank 0), the others are scoped threads, and passes are separated by spinning barriers so no
+//! thread sleeps between the warm-up and the timed pass.
+
+use crossbeam_utils::{Backoff, CachePadded};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use taskbench_core::plan::tasks_executed_on_this_thread;
+use taskbench_core::validate::TaskError;
+
+/// One timed pass: its wall time and how many tasks the team validated and ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    /// From the release of the start barrier to the last worker's arrival at the end barrier.
+    pub elapsed: Duration,
+    /// Tasks executed by all workers during the pass.
+    pub tasks: u64,
+}
+
+/// Shared by a team: the abort flag every spin-wait checks, and the first error.
+pub struct Team {
+    abort: AtomicBool,
+    error: Mutex<Option<TaskError>>,
+    arrived: CachePadded<AtomicUsize>,
+    generation: CachePadded<AtomicUsize>,
+    size: usize,
+    executed: Vec<AtomicU64>,
+}
+
+/// Returned by waits when another worker failed and the run is being abandoned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aborted;
+
+impl Team {
+    fn new(size: usize, passes: usize) -> Team {
+        Team {
+            abort: AtomicBool::new(false),
+            error: Mutex::new(None),
+            arrived: CachePadded::new(AtomicUsize::new(0)),
+            generation: CachePadded::new(AtomicUsize::new(0)),
+            size,
+            executed: (0..passes).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Records a task's failure and tells every worker to stop.
+    pub fn fail(&self, e: TaskError) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+        self.abort.store(true, Ordering::Release);
+    }
+
+    /// Whether some worker failed.
+    pub fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Relaxed)
+    }
+
+    /// Spins (with backoff, never sleeping in the kernel) until `ready()` holds or the team aborts.
+    #[inline]
+    pub fn wait_until(&self, mut ready: impl FnMut() -> bool) -> Result<(), Aborted> {
+        let backoff = Backoff::new();
+        while !ready() {
+            if self.aborted() {
+                return Err(Aborted);
+            }
+            backoff.snooze();
+        }
+        Ok(())
+    }
+
+    /// A sense-reversing spin barrier over the whole team.
+    fn barrier(&self) -> Result<(), Aborted> {
+        let gen = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.size {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation
+                .store(gen.wrapping_add(1), Ordering::Release);
+            return Ok(());
+        }
+        self.wait_until(|| self.generation.load(Ordering::Acquire) != gen)
+    }
+}
+
+/// Runs `passes` passes of `body` on `workers` threads and returns each pass's wall time and
+/// task count (tasks that passed validation on the team's threads).
+///
+/// `init(worker)` builds each worker's private state (scratch buffers, caches) once, before the
+/// first pass. `body(state, worker, pass, team)` runs one worker's share of one pass; it reports
+/// a failed task with [`Team::fail`] and returns, and every other worker's waits then return
+/// [`Aborted`]. With `pin`, worker `w` is pinned to core `w` where the OS allows it.
+pub fn run_passes<S, I, B>(
+    workers: usize,
+    passes: usize,
+    pin: bool,
+    init: I,
+    body: B,
+) -> Result<Vec<Pass>, TaskError>
+where
+    I: Fn(usize) -> S + Sync,
+    B: Fn(&mut S, usize, usize, &Team) + Sync,
+{
+    let team = Team::new(workers, passes);
+    let cores = if pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let pin_to = |w: usize| {
+        if workers <= cores.len() {
+            core_affinity::set_for_current(cores[w]);
+        }
+    };
+    let worker = |w: usize| -> Vec<Duration> {
+        pin_to(w);
+        let mut state = init(w);
+        let mut times = Vec::with_capacity(passes);
+        for pass in 0..passes {
+            if team.barrier().is_err() {
+                break;
+            }
+            let start = Instant::now();
+            let before = tasks_executed_on_this_thread();
+            body(&mut state, w, pass, &team);
+            team.executed[pass]
+                .fetch_add(tasks_executed_on_this_thread() - before, Ordering::Relaxed);
+            if team.barrier().is_err() {
+                break;
+            }
+            times.push(start.elapsed());
+        }
+        times
+    };
+    let times = std::thread::scope(|s| {
+        for w in 1..workers {
+            let worker = &worker;
+            std::thread::Builder::new()
+                .name(format!("taskbench-worker-{w}"))
+                .spawn_scoped(s, move || worker(w))
+                .expect("spawning a worker thread");
+        }
+        worker(0)
+    });
+    match team.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(times
+            .into_iter()
+            .zip(&team.executed)
+            .map(|(elapsed, n)| Pass {
+                elapsed,
+                tasks: n.load(Ordering::Relaxed),
+            })
+            .collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_worker_runs_every_pass_between_barriers() {
+        let count = AtomicU64::new(0);
+        let times = run_passes(
+            3,
+            4,
+            false,
+            |_| (),
+            |_, _, pass, _| {
+                count.fetch_add(1 << (pass * 8), Ordering::Relaxed);
+            },
+        )
+        .unwrap();
+        assert_eq!(times.len(), 4);
+        assert_eq!(count.load(Ordering::Relaxed), 0x0303_0303);
+    }
+
+    #[test]
+    fn a_failure_stops_every_worker() {
+        let err = run_passes(
+            3,
+            2,
+            false,
+            |_| (),
+            |_, w, _, team| {
+                if w == 2 {
+                    team.fail(TaskError {
+                        graph: 0,
+                        timestep: 1,
+                        point: 2,
+                        violation: taskbench_core::validate::Violation::ScratchCorrupted,
+                    });
+                } else {
+                    // Would spin forever without the abort.
+                    let _ = team.wait_until(|| false);
+                }
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.point, 2);
+    }
+}

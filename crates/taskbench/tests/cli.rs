@@ -1,0 +1,102 @@
+//! The `taskbench` binary: reference display, clean errors with non-zero exit, help and the
+//! system list.
+
+use std::process::Command;
+
+fn taskbench(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_taskbench"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn prints_the_display_then_the_report() {
+    let (code, out, err) = taskbench(&[
+        "-steps", "6", "-width", "8", "-type", "fft", "-vv", "-system", "serial",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let vector = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../taskbench-core/tests/vectors/fft_w8_s6.txt"
+    ))
+    .unwrap();
+    let expected: String = vector
+        .lines()
+        .skip_while(|l| !l.starts_with("Running"))
+        .take_while(|l| !l.starts_with("# exit"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(out.starts_with(&expected), "display differs");
+    let report = &out[expected.len()..];
+    assert!(
+        report.starts_with("Total Tasks 48\nTotal Dependencies "),
+        "{report}"
+    );
+    for line in ["Elapsed Time ", "FLOP/s ", "B/s ", "Transfer (estimated):"] {
+        assert!(report.contains(line), "{line}");
+    }
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_non_zero_exit() {
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["-steps", "0"],
+            "error: Invalid flag \"-steps 0\" must be > 0\n",
+        ),
+        (&["-type", "random_spread"], "random_spread"),
+        (
+            &["-type", "stencil_1d_periodic", "-width", "2"],
+            "stencil_1d_periodic",
+        ),
+        (&["-frobnicate"], "Unknown flag \"-frobnicate\""),
+        (&["-system", "nope"], "Invalid flag \"-system nope\""),
+        (&["-worker", "0"], "Invalid flag \"-worker 0\""),
+        (&["-width"], "Flag \"-width\" requires an argument"),
+    ];
+    for (args, msg) in cases {
+        let (code, out, err) = taskbench(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(out.is_empty(), "{args:?} printed {out}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn help_and_list() {
+    let (code, out, _) = taskbench(&["-h"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("-steps") && out.contains("-system"));
+    let (code, out, _) = taskbench(&["--list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("serial") && out.contains("bsp"));
+}
+
+#[test]
+fn nodes_estimate_in_the_report() {
+    let (code, out, _) = taskbench(&[
+        "-steps",
+        "100",
+        "-width",
+        "32",
+        "-type",
+        "stencil_1d",
+        "-nodes",
+        "4",
+        "-worker",
+        "2",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains(
+        "  Local Dependencies 8712 (estimated)\n  Nonlocal Dependencies 594 (estimated)\n"
+    ));
+    assert!(out.contains("  Local Bytes 139392\n  Nonlocal Bytes 9504\n"));
+}
