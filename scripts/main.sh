@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Sets up and runs the main job: one stencil_1d benchmark per system on every core of this
-# machine, each printing the Task Bench report.
+# Sets up and runs the main job: a METG comparison of every Tactor system on this machine
+# (stencil_1d, width = cores, 1000 steps, compute_bound), printing the table and leaving the
+# raw logs, CSV, JSON summary and plot in results/metg/. Extra arguments go to `taskbench metg`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (https://rustup.rs)" >&2; exit 1; }
+# The plot needs a TrueType font; install one where we can.
+if ! ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq fonts-dejavu-core) >/dev/null 2>&1 || echo "warning: could not install fonts-dejavu-core; plots will be skipped" >&2
+fi
 cargo build --release --locked -p taskbench
 cores=$(nproc)
-for system in serial bsp; do
-  echo "== -system $system"
-  ./target/release/taskbench -steps 1000 -width "$cores" -type stencil_1d -kernel compute_bound -iter 4096 \
-    -system "$system" -worker "$cores"
-done
+./target/release/taskbench metg --out results/metg "$@" \
+  -steps 1000 -width "$cores" -type stencil_1d -kernel compute_bound

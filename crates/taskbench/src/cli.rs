@@ -54,7 +54,9 @@ fn help() -> String {
     format!(
         "taskbench: Task Bench (Slaughter et al., SC'20) for Tactor's systems\n\n\
          Usage: taskbench [GRAPH FLAGS] [-and GRAPH FLAGS ...] [GLOBAL FLAGS] [-system NAME] [-worker N]\n\
-         \x20      taskbench --list\n\n\
+         \x20      taskbench --list\n\
+         \x20      taskbench metg [--system A,B] [--external CMD] [--out DIR] [GRAPH FLAGS]  (taskbench metg -h)\n\
+         \x20      taskbench metg analyze LOG... --cores N [--peak FLOPS] [--graphs G] [--json]\n\n\
          Graph flags (apply to the graph being built; -and starts the next one from the defaults):\n\
          \x20 -steps N        timesteps (default 4)\n\
          \x20 -width N        maximum width (default 4)\n\
@@ -175,6 +177,15 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
 /// The entry point of the `taskbench` binary.
 pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("metg") {
+        return match crate::metg::main(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let stdout = std::io::stdout();
     match run(&args, &mut stdout.lock()) {
         Ok(()) => ExitCode::SUCCESS,

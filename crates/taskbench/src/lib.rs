@@ -11,4 +11,5 @@
 //! ```
 
 pub mod cli;
+pub mod metg;
 pub mod systems;
