@@ -243,28 +243,23 @@ impl TaskGraph {
     /// The points of timestep `t-1` that task `(t, point)` reads, filtered by the previous
     /// timestep's window, in the order inputs are delivered (SPEC §3).
     pub fn filtered_dependencies(&self, t: i64, point: i64) -> Vec<i64> {
-        let (lo, hi) = (
-            self.offset_at_timestep(t - 1),
-            self.offset_at_timestep(t - 1) + self.width_at_timestep(t - 1),
-        );
-        let dset = self.dependence_set_at_timestep(t);
-        self.dependencies(dset, point)
-            .into_iter()
-            .flat_map(|(a, b)| a..=b)
-            .filter(|&d| d >= lo && d < hi)
-            .collect()
+        self.filtered(t, point, false)
     }
 
     /// The points of timestep `t` that read `point` of timestep `t-1`, filtered by the window
     /// of timestep `t`.
     pub fn filtered_reverse_dependencies(&self, t: i64, point: i64) -> Vec<i64> {
-        let (lo, hi) = (
-            self.offset_at_timestep(t),
-            self.offset_at_timestep(t) + self.width_at_timestep(t),
-        );
-        let dset = self.dependence_set_at_timestep(t);
-        self.reverse_dependencies(dset, point)
-            .into_iter()
+        self.filtered(t, point, true)
+    }
+
+    fn filtered(&self, t: i64, point: i64, reverse: bool) -> Vec<i64> {
+        // Dependencies land in the previous timestep's window, reverse ones in this one's.
+        let window_t = if reverse { t } else { t - 1 };
+        let lo = self.offset_at_timestep(window_t);
+        let hi = lo + self.width_at_timestep(window_t);
+        let mut raw = Vec::new();
+        self.pattern(self.dependence_set_at_timestep(t), point, reverse, &mut raw);
+        raw.into_iter()
             .flat_map(|(a, b)| a..=b)
             .filter(|&d| d >= lo && d < hi)
             .collect()

@@ -450,6 +450,10 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
             plots.join(", ")
         );
     }
+    if stop.load(Ordering::Relaxed) {
+        // Results are saved; the exit status still tells scripts the sweep is incomplete.
+        std::process::exit(130);
+    }
     Ok(())
 }
 
