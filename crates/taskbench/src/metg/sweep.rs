@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskbench_core::app::App;
+use taskbench_core::report::Totals;
 
 /// Something to measure: a name and the command that runs it (Task Bench flags are appended).
 #[derive(Clone, Debug)]
@@ -127,6 +128,7 @@ fn run_once(cmd: &[String], timeout: Duration, stop: &AtomicBool) -> Result<Stri
 fn check_report(
     stdout: &str,
     expected: &App,
+    totals: &Totals,
     iterations: i64,
     cmd: &[String],
 ) -> Result<Run, String> {
@@ -137,7 +139,6 @@ fn check_report(
     let [run] = runs.as_slice() else {
         return Err(bad(format!("printed {} reports, expected one", runs.len())));
     };
-    let totals = expected.totals();
     let g = &expected.graphs[0];
     let wanted = (
         iterations,
@@ -171,6 +172,8 @@ pub fn sweep(
     cfg: &SweepConfig,
     stop: Arc<AtomicBool>,
 ) -> Vec<Measured> {
+    // What each size's report must say; computed once, not per run.
+    let totals: Vec<Totals> = apps.iter().map(App::totals).collect();
     let mut measured = vec![Measured::default(); contenders.len()];
     let mut active = vec![true; contenders.len()];
     let total = (contenders.len() * cfg.sizes.len() * cfg.reps) as u64;
@@ -206,7 +209,7 @@ pub fn sweep(
                 let mut cmd = who.command.clone();
                 cmd.extend(with_iterations(&cfg.graph_flags, n));
                 let result = run_once(&cmd, cfg.timeout, &stop).and_then(|out| {
-                    let run = check_report(&out, &apps[si], n, &cmd)?;
+                    let run = check_report(&out, &apps[si], &totals[si], n, &cmd)?;
                     Ok((out, run))
                 });
                 bar.inc(1);
