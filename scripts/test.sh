@@ -9,3 +9,6 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== loom model checks (tactor)"
+# A separate target directory: --cfg loom changes every crate's flags.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p tactor --lib --release --locked loom

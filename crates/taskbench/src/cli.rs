@@ -139,6 +139,10 @@ pub fn run_checked(
             code: 1,
         },
         RunError::Config(m) => Failure::usage(m),
+        RunError::Runtime(m) => Failure {
+            message: m,
+            code: 1,
+        },
     })?;
     let expected = app.totals().tasks as u64;
     if pass.tasks != expected {

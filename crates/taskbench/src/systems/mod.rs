@@ -5,10 +5,12 @@
 mod bsp;
 mod serial;
 pub mod slots;
+mod tasks;
 pub mod team;
 
 pub use bsp::Bsp;
 pub use serial::Serial;
+pub use tasks::Tasks;
 pub use team::Pass;
 
 use taskbench_core::app::App;
@@ -47,6 +49,10 @@ pub enum RunError {
     /// The run configuration does not suit the system.
     #[error("{0}")]
     Config(String),
+    /// The runtime under test failed (it could not start, or a task failed outside
+    /// validation).
+    #[error("{0}")]
+    Runtime(String),
 }
 
 /// A runtime system under test.
@@ -63,7 +69,7 @@ pub trait System: Send + Sync {
 
 /// Every system, in the order `--list` shows them.
 pub fn all() -> Vec<Box<dyn System>> {
-    vec![Box::new(Serial), Box::new(Bsp)]
+    vec![Box::new(Serial), Box::new(Bsp), Box::new(Tasks)]
 }
 
 /// The system called `name`.

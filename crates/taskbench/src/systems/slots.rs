@@ -10,6 +10,7 @@ use std::cell::UnsafeCell;
 /// points owned by different workers).
 pub struct Slots {
     data: Box<[UnsafeCell<u8>]>,
+    count: usize,
     stride: usize,
     bytes: usize,
 }
@@ -27,6 +28,7 @@ impl Slots {
         let data = (0..count * stride).map(|_| UnsafeCell::new(0u8)).collect();
         Slots {
             data,
+            count,
             stride,
             bytes,
         }
@@ -34,7 +36,7 @@ impl Slots {
 
     /// Number of slots.
     pub fn len(&self) -> usize {
-        self.data.len().checked_div(self.stride).unwrap_or(0)
+        self.count
     }
 
     /// Whether there are no slots.
@@ -44,6 +46,10 @@ impl Slots {
 
     fn ptr(&self, i: usize) -> *mut u8 {
         assert!(i < self.len(), "slot {i} of {}", self.len());
+        if self.bytes == 0 {
+            // Zero-byte slots own no memory; an empty slice needs only an aligned pointer.
+            return std::ptr::NonNull::dangling().as_ptr();
+        }
         // `UnsafeCell<u8>` has the layout of `u8`, and writes through `get()` are permitted.
         self.data[i * self.stride].get()
     }
@@ -85,5 +91,16 @@ mod tests {
             assert_eq!(s.read(2), &[0u8; 20][..]);
         }
         assert_eq!(s.stride, 64);
+    }
+
+    #[test]
+    fn zero_byte_slots_are_empty_slices() {
+        let s = Slots::new(2, 0);
+        assert_eq!(s.len(), 2);
+        // SAFETY: single-threaded test.
+        unsafe {
+            assert!(s.write(1).is_empty());
+            assert!(s.read(0).is_empty());
+        }
     }
 }

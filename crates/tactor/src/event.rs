@@ -1,0 +1,362 @@
+//! Events: the completion of a task, a merge of events, or a trigger pulled by hand.
+//!
+//! An event is one atomic word. While pending it heads a lock-free stack of waiters (tasks
+//! whose precondition it is, merges, blocked threads); triggering swaps in a terminal sentinel
+//! (`OK` or `POISONED`) and notifies every waiter that was pushed before. A waiter pushed after
+//! sees the sentinel and is told at once. Because the only operations are "push while pending"
+//! and "swap to terminal, once", there is no ABA problem and no waiter can be lost: either its
+//! push precedes the swap (the trigger walks it) or it fails and the pusher notifies itself.
+
+use crate::countdown::{Countdown, Outcome};
+use crate::failure::{AlreadyTriggered, Failure, TaskFailed};
+use crate::sync::{self, lock, AtomicBool, AtomicPtr, Mutex, Ordering};
+use std::ptr;
+use std::sync::Arc;
+
+/// Something told when an event it waits on triggers.
+pub(crate) trait Notify: Send + Sync {
+    fn notify(self: Arc<Self>, outcome: &Outcome);
+}
+
+struct Waiter {
+    next: *mut Waiter,
+    target: Arc<dyn Notify>,
+}
+
+const OK: *mut Waiter = ptr::without_provenance_mut(1);
+const POISONED: *mut Waiter = ptr::without_provenance_mut(2);
+
+fn terminal(p: *mut Waiter) -> bool {
+    p == OK || p == POISONED
+}
+
+pub(crate) struct EventState {
+    head: AtomicPtr<Waiter>,
+    /// The root cause, written before `head` becomes `POISONED`.
+    failure: Mutex<Option<Arc<Failure>>>,
+}
+
+// SAFETY: the raw waiter pointers are owned by the list; nodes are only created by `subscribe`
+// and consumed by the single thread whose swap took the list (or by `drop`, which has `&mut`).
+// Their targets are `Send + Sync`.
+unsafe impl Send for EventState {}
+// SAFETY: as above; all shared access goes through the atomic head and the mutex.
+unsafe impl Sync for EventState {}
+
+impl EventState {
+    pub(crate) fn new() -> EventState {
+        EventState {
+            head: AtomicPtr::new(ptr::null_mut()),
+            failure: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn new_done(outcome: Outcome) -> EventState {
+        let e = EventState::new();
+        e.trigger(outcome).expect("a fresh event is pending");
+        e
+    }
+
+    /// How the event ended, or `None` while pending.
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        let h = self.head.load(Ordering::Acquire);
+        if h == OK {
+            Some(Ok(()))
+        } else if h == POISONED {
+            Some(Err(lock(&self.failure)
+                .clone()
+                .expect("a poisoned event has its failure")))
+        } else {
+            None
+        }
+    }
+
+    /// Has `target` notified when the event triggers, or right now (on this thread) if it has.
+    pub(crate) fn subscribe(&self, target: Arc<dyn Notify>) {
+        let mut h = self.head.load(Ordering::Acquire);
+        if terminal(h) {
+            return target.notify(&self.outcome().expect("terminal"));
+        }
+        let node = Box::into_raw(Box::new(Waiter { next: h, target }));
+        loop {
+            // SAFETY: `node` is ours until the CAS below publishes it.
+            unsafe { (*node).next = h };
+            match self
+                .head
+                .compare_exchange_weak(h, node, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) if terminal(now) => {
+                    // SAFETY: the CAS failed, so `node` was never published; we own it.
+                    let w = unsafe { Box::from_raw(node) };
+                    return w.target.notify(&self.outcome().expect("terminal"));
+                }
+                Err(now) => h = now,
+            }
+        }
+    }
+
+    /// Triggers the event once and notifies its waiters, oldest first.
+    pub(crate) fn trigger(&self, outcome: Outcome) -> Result<(), AlreadyTriggered> {
+        let list = match &outcome {
+            Ok(()) => self.take_list(OK)?,
+            Err(f) => {
+                // Poisoning is rare: holding the lock across the swap makes the stored failure
+                // always the winner's, and it is in place before anyone can see `POISONED`.
+                let mut slot = lock(&self.failure);
+                let list = self.take_list(POISONED)?;
+                *slot = Some(f.clone());
+                drop(slot);
+                list
+            }
+        };
+        self.notify_all(list);
+        Ok(())
+    }
+
+    /// Swaps the waiter list for `sentinel` unless the event already triggered.
+    fn take_list(&self, sentinel: *mut Waiter) -> Result<*mut Waiter, AlreadyTriggered> {
+        let mut h = self.head.load(Ordering::Acquire);
+        loop {
+            if terminal(h) {
+                return Err(AlreadyTriggered);
+            }
+            match self
+                .head
+                .compare_exchange_weak(h, sentinel, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(h),
+                Err(now) => h = now,
+            }
+        }
+    }
+
+    fn notify_all(&self, mut list: *mut Waiter) {
+        let outcome = self.outcome().expect("just triggered");
+        // Reverse the stack so waiters hear in the order they subscribed.
+        let mut fifo: *mut Waiter = ptr::null_mut();
+        while !list.is_null() {
+            // SAFETY: the swap made this thread the sole owner of every node in `list`.
+            list = unsafe {
+                let next = (*list).next;
+                (*list).next = fifo;
+                fifo = list;
+                next
+            };
+        }
+        while !fifo.is_null() {
+            // SAFETY: as above; each node is freed exactly once, here.
+            let w = unsafe { Box::from_raw(fifo) };
+            fifo = w.next;
+            w.target.notify(&outcome);
+        }
+    }
+}
+
+impl Drop for EventState {
+    fn drop(&mut self) {
+        let mut list = self.head.load(Ordering::Acquire);
+        while !terminal(list) && !list.is_null() {
+            // SAFETY: `&mut self`: nobody else can reach the list any more.
+            let w = unsafe { Box::from_raw(list) };
+            list = w.next;
+        }
+    }
+}
+
+/// The completion of something: a task, a merge of events, or a [`UserEvent`]. Cheap to clone;
+/// every clone observes the same trigger.
+///
+/// ```
+/// let rt = tactor::Runtime::new(2).unwrap();
+/// let a = rt.launch(tactor::Placement::Any, &[], || ());
+/// let b = rt.launch(tactor::Placement::Any, &[], || ());
+/// tactor::Event::merge(&[a, b]).wait().unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Event(pub(crate) Arc<EventState>);
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.0.outcome() {
+            None => "pending".to_string(),
+            Some(Ok(())) => "triggered".to_string(),
+            Some(Err(e)) => format!("poisoned: {e}"),
+        };
+        write!(f, "Event({state})")
+    }
+}
+
+impl Event {
+    pub(crate) fn pending() -> Event {
+        Event(Arc::new(EventState::new()))
+    }
+
+    /// An event that has already triggered.
+    ///
+    /// ```
+    /// assert!(tactor::Event::triggered().has_triggered());
+    /// ```
+    pub fn triggered() -> Event {
+        Event(Arc::new(EventState::new_done(Ok(()))))
+    }
+
+    /// Whether the event has triggered (successfully or poisoned).
+    pub fn has_triggered(&self) -> bool {
+        self.0.outcome().is_some()
+    }
+
+    /// How the event ended, without waiting: `None` while pending.
+    pub fn try_outcome(&self) -> Option<Result<(), TaskFailed>> {
+        self.0.outcome().map(|o| o.map_err(TaskFailed))
+    }
+
+    /// Whether two handles are the same event.
+    pub fn ptr_eq(&self, other: &Event) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// An event that triggers once all of `events` have; poisoned (with the first failure to
+    /// arrive) if any of them is.
+    pub fn merge(events: &[Event]) -> Event {
+        let pending: Vec<&Event> = events.iter().filter(|e| !e.has_triggered()).collect();
+        let first_failure = events.iter().find_map(|e| match e.0.outcome() {
+            Some(Err(f)) => Some(f),
+            _ => None,
+        });
+        if let Some(f) = first_failure {
+            return Event(Arc::new(EventState::new_done(Err(f))));
+        }
+        match pending.as_slice() {
+            [] => Event::triggered(),
+            [one] => (*one).clone(),
+            many => {
+                let node = Arc::new(Merge {
+                    count: Countdown::new(many.len()),
+                    event: Event::pending(),
+                });
+                let out = node.event.clone();
+                for e in many {
+                    e.0.subscribe(node.clone());
+                }
+                out
+            }
+        }
+    }
+
+    /// Blocks the calling thread until the event triggers. On a worker thread of a runtime,
+    /// runs other tasks while waiting instead (the worker is not lost, and a task waiting on
+    /// work queued behind it cannot deadlock its worker); outside, spins briefly and then
+    /// parks.
+    pub fn wait(&self) -> Result<(), TaskFailed> {
+        if let Some(o) = self.0.outcome() {
+            return o.map_err(TaskFailed);
+        }
+        if !crate::runtime::help_while(|| self.has_triggered()) {
+            self.block();
+        }
+        self.0.outcome().expect("triggered").map_err(TaskFailed)
+    }
+
+    /// Parks the calling thread until the event triggers.
+    pub(crate) fn block(&self) {
+        // Under the model checker every load is a branch point; spinning would only blow up
+        // the state space without adding interleavings that the park path lacks.
+        #[cfg(not(loom))]
+        for _ in 0..200 {
+            if self.has_triggered() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        let waiter = Arc::new(Wake {
+            thread: sync::current(),
+            woken: AtomicBool::new(false),
+        });
+        self.0.subscribe(waiter.clone());
+        while !waiter.woken.load(Ordering::Acquire) {
+            sync::park();
+        }
+    }
+}
+
+/// A merged event's countdown.
+struct Merge {
+    count: Countdown,
+    event: Event,
+}
+
+impl Notify for Merge {
+    fn notify(self: Arc<Self>, outcome: &Outcome) {
+        if let Some(all) = self.count.arrive(outcome) {
+            let _ = self.event.0.trigger(all);
+        }
+    }
+}
+
+/// A thread blocked in [`Event::wait`].
+struct Wake {
+    thread: sync::Thread,
+    woken: AtomicBool,
+}
+
+impl Notify for Wake {
+    fn notify(self: Arc<Self>, _: &Outcome) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// An event triggered by hand, once. Dropping the last handle without triggering poisons it,
+/// so nothing downstream waits forever on a trigger that can no longer come.
+///
+/// ```
+/// let rt = tactor::Runtime::new(1).unwrap();
+/// let go = tactor::UserEvent::new();
+/// let task = rt.launch(tactor::Placement::Any, &[go.event()], || ());
+/// assert!(!task.has_triggered());
+/// go.trigger().unwrap();
+/// task.wait().unwrap();
+/// assert!(go.trigger().is_err()); // a second trigger is an error
+/// ```
+#[derive(Clone)]
+pub struct UserEvent(Arc<UserInner>);
+
+struct UserInner(Event);
+
+impl Default for UserEvent {
+    fn default() -> Self {
+        UserEvent::new()
+    }
+}
+
+impl UserEvent {
+    /// A pending event.
+    pub fn new() -> UserEvent {
+        UserEvent(Arc::new(UserInner(Event::pending())))
+    }
+
+    /// The event, to wait on or to use as a precondition.
+    pub fn event(&self) -> Event {
+        self.0 .0.clone()
+    }
+
+    /// Triggers the event: tasks that wait on it may run.
+    pub fn trigger(&self) -> Result<(), AlreadyTriggered> {
+        self.0 .0 .0.trigger(Ok(()))
+    }
+
+    /// Poisons the event: tasks that wait on it do not run, and waiters get `reason`.
+    pub fn poison(&self, reason: &str) -> Result<(), AlreadyTriggered> {
+        self.0
+             .0
+             .0
+            .trigger(Err(Arc::new(Failure::Poisoned(reason.to_string()))))
+    }
+}
+
+impl Drop for UserInner {
+    fn drop(&mut self) {
+        let _ = self.0 .0.trigger(Err(Arc::new(Failure::UserEventDropped)));
+    }
+}

@@ -1,0 +1,306 @@
+//! The executor: worker threads with work-stealing deques, an injector for work from outside,
+//! per-worker inboxes for placed work, and the sleep protocol of idle workers.
+
+pub(crate) mod idle;
+pub(crate) mod task;
+mod worker;
+
+pub use task::Placement;
+pub(crate) use worker::help_while;
+
+use crate::event::Event;
+use crate::sync::{AtomicBool, Ordering};
+use crossbeam_deque::{Injector, Stealer, Worker};
+use crossbeam_utils::CachePadded;
+use idle::Idle;
+use std::panic::Location;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use task::{Job, TaskNode};
+use worker::Task;
+
+/// State shared by the workers and every handle.
+pub(crate) struct Shared {
+    injector: Injector<Task>,
+    inboxes: Box<[CachePadded<Injector<Task>>]>,
+    stealers: Box<[Stealer<Task>]>,
+    idle: Idle,
+    closed: AtomicBool,
+    spin: Duration,
+}
+
+impl Shared {
+    /// Called after every push that another thread must see: wakes the worker that should take
+    /// the task if it sleeps, and cancels the queues if the runtime shut down meanwhile (the
+    /// final drain may have run before this push became visible).
+    fn after_push(&self, target: Option<usize>) {
+        match target {
+            Some(w) => self.idle.wake_worker(w),
+            None => self.idle.wake_one(),
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            self.cancel_shared_queues();
+        }
+    }
+
+    fn cancel_shared_queues(&self) {
+        let queues = std::iter::once(&self.injector).chain(self.inboxes.iter().map(|q| &**q));
+        for q in queues {
+            while let Some(t) = q.steal().success() {
+                t.cancel();
+            }
+        }
+    }
+}
+
+/// Queues a task whose preconditions have all triggered.
+pub(crate) fn schedule(task: Task) {
+    worker::with_current(|ctx| match ctx {
+        Some(ctx) if Arc::ptr_eq(&ctx.shared, &task.shared) => ctx.push(task),
+        _ => {
+            let shared = task.shared.clone();
+            match task.placement {
+                Placement::Worker(w) => {
+                    shared.inboxes[w].push(task);
+                    shared.after_push(Some(w));
+                }
+                Placement::Any => {
+                    shared.injector.push(task);
+                    shared.after_push(None);
+                }
+            }
+        }
+    })
+}
+
+/// Configures a [`Runtime`].
+///
+/// ```
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// assert_eq!(rt.workers(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    workers: usize,
+    pin: bool,
+    spin: Duration,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            pin: true,
+            spin: Duration::from_micros(100),
+        }
+    }
+}
+
+impl Builder {
+    /// Worker threads (default: the cores this process may use). Never more than cores if
+    /// they are to spin: spinning threads that share a core starve each other.
+    pub fn workers(mut self, n: usize) -> Builder {
+        self.workers = n;
+        self
+    }
+
+    /// Pin worker `w` to core `w` when there are enough cores (default: true).
+    pub fn pin(mut self, pin: bool) -> Builder {
+        self.pin = pin;
+        self
+    }
+
+    /// How long an idle worker spins before it parks (default 100 µs: a wake-up from a park
+    /// costs 10–20 µs on a typical machine, so shorter spins lose more than they save).
+    pub fn spin(mut self, spin: Duration) -> Builder {
+        self.spin = spin;
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> std::io::Result<Runtime> {
+        if self.workers == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a runtime needs at least 1 worker, got 0",
+            ));
+        }
+        let deques: Vec<Worker<Task>> = (0..self.workers).map(|_| Worker::new_fifo()).collect();
+        let shared = Arc::new(Shared {
+            injector: Injector::new(),
+            inboxes: (0..self.workers)
+                .map(|_| CachePadded::new(Injector::new()))
+                .collect(),
+            stealers: deques.iter().map(Worker::stealer).collect(),
+            idle: Idle::new(self.workers),
+            closed: AtomicBool::new(false),
+            spin: self.spin,
+        });
+        let cores = if self.pin {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut rt = Runtime {
+            handle: Handle { shared },
+            threads: Vec::with_capacity(self.workers),
+        };
+        for (w, deque) in deques.into_iter().enumerate() {
+            let shared = rt.handle.shared.clone();
+            let core = (cores.len() >= self.workers).then(|| cores[w]);
+            let t = std::thread::Builder::new()
+                .name(format!("tactor-worker-{w}"))
+                .spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    worker::run(shared, w, deque)
+                })?;
+            rt.threads.push(t);
+        }
+        Ok(rt)
+    }
+}
+
+/// A cloneable handle to a runtime, for launching from inside tasks or other threads. Tasks
+/// launched through a handle after the runtime shut down are cancelled (their events poisoned).
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// Number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.shared.stealers.len()
+    }
+
+    /// Launches `task` to run at `placement` once every event of `preconditions` has
+    /// triggered. Returns the task's completion event. If a precondition is poisoned the task
+    /// does not run and its event is poisoned with the same root cause; if the task panics,
+    /// its event is poisoned with the panic message.
+    ///
+    /// # Panics
+    /// If `placement` names a worker the runtime does not have.
+    ///
+    /// ```
+    /// use tactor::{Placement, Runtime};
+    /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    /// use std::sync::Arc;
+    /// let rt = Runtime::new(2).unwrap();
+    /// let hits = Arc::new(AtomicUsize::new(0));
+    /// let h = hits.clone();
+    /// let first = rt.launch(Placement::Worker(0), &[], move || { h.fetch_add(1, SeqCst); });
+    /// let h = hits.clone();
+    /// let second = rt.launch(Placement::Any, &[first], move || { assert_eq!(h.fetch_add(1, SeqCst), 1); });
+    /// second.wait().unwrap();
+    /// assert_eq!(hits.load(SeqCst), 2);
+    /// ```
+    #[track_caller]
+    pub fn launch(
+        &self,
+        placement: Placement,
+        preconditions: &[Event],
+        task: impl FnOnce() + Send + 'static,
+    ) -> Event {
+        self.launch_job(placement, preconditions, Box::new(task), None)
+    }
+
+    /// Like [`launch`](Self::launch), with a name that errors about the task will show.
+    #[track_caller]
+    pub fn launch_named(
+        &self,
+        name: impl Into<String>,
+        placement: Placement,
+        preconditions: &[Event],
+        task: impl FnOnce() + Send + 'static,
+    ) -> Event {
+        self.launch_job(placement, preconditions, Box::new(task), Some(name.into()))
+    }
+
+    #[track_caller]
+    pub(crate) fn launch_job(
+        &self,
+        placement: Placement,
+        preconditions: &[Event],
+        job: Job,
+        name: Option<String>,
+    ) -> Event {
+        if let Placement::Worker(w) = placement {
+            assert!(
+                w < self.workers(),
+                "Placement::Worker({w}) but the runtime has {} workers",
+                self.workers()
+            );
+        }
+        let node = Arc::new(TaskNode::new(
+            self.shared.clone(),
+            placement,
+            preconditions.len(),
+            job,
+            name,
+            Location::caller(),
+        ));
+        let event = node.event.clone();
+        for e in preconditions {
+            e.0.subscribe(node.clone());
+        }
+        node.arrive(&Ok(()));
+        event
+    }
+}
+
+/// The runtime: worker threads that run launched tasks. Dropping it stops the workers after
+/// the tasks they are running; queued tasks are cancelled (their events poisoned), and every
+/// thread is joined.
+///
+/// ```
+/// let rt = tactor::Runtime::new(2).unwrap();
+/// let e = rt.launch(tactor::Placement::Any, &[], || ());
+/// e.wait().unwrap();
+/// ```
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// A runtime with `workers` pinned worker threads.
+    pub fn new(workers: usize) -> std::io::Result<Runtime> {
+        Builder::default().workers(workers).build()
+    }
+
+    /// A [`Builder`] with the defaults.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A handle that can be moved into tasks.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Stops the workers after their current tasks, cancels queued ones and joins every
+    /// thread. The same as dropping the runtime.
+    pub fn shutdown(self) {}
+}
+
+impl std::ops::Deref for Runtime {
+    type Target = Handle;
+    fn deref(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let shared = &self.handle.shared;
+        shared.closed.store(true, Ordering::SeqCst);
+        shared.idle.wake_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        shared.cancel_shared_queues();
+    }
+}

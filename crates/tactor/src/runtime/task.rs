@@ -1,0 +1,117 @@
+//! A launched task: its closure, its readiness countdown and its completion event.
+
+use super::Shared;
+use crate::countdown::{Countdown, Outcome};
+use crate::event::{Event, Notify};
+use crate::failure::{panic_message, Cause, Failure, TaskLabel};
+use std::cell::UnsafeCell;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::sync::Arc;
+
+/// Where a task runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On any worker: queued on the launching worker's deque (or the injector when launched
+    /// from outside) and stolen by idle workers.
+    Any,
+    /// On this worker only (`0..workers`); never stolen.
+    Worker(usize),
+}
+
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+pub(crate) struct TaskNode {
+    /// Untriggered preconditions, plus one token held by `launch` until it has subscribed to
+    /// all of them.
+    count: Countdown,
+    job: UnsafeCell<Option<Job>>,
+    pub(crate) event: Event,
+    pub(crate) placement: Placement,
+    name: Option<String>,
+    launched_at: &'static Location<'static>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+// SAFETY: `job` is touched only by `take_job`, which the countdown lets exactly one thread
+// reach (the last arrival, then the one worker that dequeues the node, in sequence); the
+// closure itself is `Send`.
+unsafe impl Send for TaskNode {}
+// SAFETY: as above; every other field is `Sync`.
+unsafe impl Sync for TaskNode {}
+
+impl TaskNode {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        placement: Placement,
+        preconditions: usize,
+        job: Job,
+        name: Option<String>,
+        launched_at: &'static Location<'static>,
+    ) -> TaskNode {
+        TaskNode {
+            count: Countdown::new(preconditions + 1),
+            job: UnsafeCell::new(Some(job)),
+            event: Event::pending(),
+            placement,
+            name,
+            launched_at,
+            shared,
+        }
+    }
+
+    fn label(&self) -> TaskLabel {
+        TaskLabel {
+            name: self.name.clone(),
+            launched_at: self.launched_at,
+        }
+    }
+
+    fn take_job(&self) -> Option<Job> {
+        // SAFETY: see the `Send` impl: one thread at a time, and only after the countdown
+        // reached zero (or on the runner, after the scheduler's hand-off through a queue).
+        unsafe { (*self.job.get()).take() }
+    }
+
+    /// Runs the task on the calling worker and triggers its event. The closure is consumed
+    /// before the event triggers, so whatever it borrowed is released by then.
+    pub(crate) fn run(self: Arc<Self>) {
+        let job = self.take_job().expect("a task runs once");
+        let outcome = match catch_unwind(AssertUnwindSafe(job)) {
+            Ok(()) => Ok(()),
+            Err(payload) => Err(Arc::new(Failure::Task {
+                task: self.label(),
+                cause: Cause::Panicked(panic_message(payload.as_ref())),
+            })),
+        };
+        let _ = self.event.0.trigger(outcome);
+    }
+
+    /// Does not run the task: drops its closure and poisons its event with `failure`.
+    pub(crate) fn abandon(&self, failure: Arc<Failure>) {
+        drop(self.take_job());
+        let _ = self.event.0.trigger(Err(failure));
+    }
+
+    /// Drops the task because the runtime shut down.
+    pub(crate) fn cancel(&self) {
+        self.abandon(Arc::new(Failure::Task {
+            task: self.label(),
+            cause: Cause::Cancelled,
+        }));
+    }
+
+    /// One precondition (or the launch token) arrived.
+    pub(crate) fn arrive(self: Arc<Self>, outcome: &Outcome) {
+        match self.count.arrive(outcome) {
+            None => {}
+            Some(Ok(())) => super::schedule(self),
+            Some(Err(f)) => self.abandon(f),
+        }
+    }
+}
+
+impl Notify for TaskNode {
+    fn notify(self: Arc<Self>, outcome: &Outcome) {
+        self.arrive(outcome);
+    }
+}

@@ -1,0 +1,157 @@
+//! A worker thread: where it looks for work, how it idles, and how it leaves at shutdown.
+
+use super::task::{Placement, TaskNode};
+use super::Shared;
+use crate::sync;
+use crossbeam_deque::{Steal, Worker};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) type Task = Arc<TaskNode>;
+
+/// What a worker thread owns; reachable from the tasks it runs through `CURRENT`.
+pub(crate) struct WorkerCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+    deque: Worker<Task>,
+    /// Tasks placed on this worker by itself: never stolen, so no atomics needed.
+    pinned: RefCell<VecDeque<Task>>,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const WorkerCtx> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Calls `f` with the worker context of the calling thread, if it is a worker.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
+    let p = CURRENT.with(Cell::get);
+    // SAFETY: `CURRENT` points at the `WorkerCtx` on the stack of `run`, set for exactly the
+    // time that frame is alive, and only this thread reads it.
+    f(unsafe { p.as_ref() })
+}
+
+impl WorkerCtx {
+    /// Queues a ready task from this worker.
+    pub(crate) fn push(&self, task: Task) {
+        let shared = &*self.shared;
+        match task.placement {
+            Placement::Worker(w) if w == self.index => self.pinned.borrow_mut().push_back(task),
+            Placement::Worker(w) => {
+                shared.inboxes[w].push(task);
+                shared.after_push(Some(w));
+            }
+            Placement::Any => {
+                self.deque.push(task);
+                shared.after_push(None);
+            }
+        }
+    }
+
+    /// The next task for this worker: its own work first, then shared, then stolen.
+    pub(crate) fn find(&self) -> Option<Task> {
+        if let Some(t) = self.pinned.borrow_mut().pop_front() {
+            return Some(t);
+        }
+        if let Some(t) = self.deque.pop() {
+            return Some(t);
+        }
+        let shared = &*self.shared;
+        if let Some(t) = steal(|| shared.inboxes[self.index].steal()) {
+            return Some(t);
+        }
+        if let Some(t) = steal(|| shared.injector.steal_batch_and_pop(&self.deque)) {
+            return Some(t);
+        }
+        let n = shared.stealers.len();
+        (1..n)
+            .map(|k| (self.index + k) % n)
+            .find_map(|v| steal(|| shared.stealers[v].steal()))
+    }
+
+    fn has_work(&self) -> bool {
+        let shared = &*self.shared;
+        !self.pinned.borrow().is_empty()
+            || !self.deque.is_empty()
+            || !shared.inboxes[self.index].is_empty()
+            || !shared.injector.is_empty()
+            || shared.stealers.iter().any(|s| !s.is_empty())
+            || shared.closed.load(Ordering::SeqCst)
+    }
+
+    fn cancel_own(&self) {
+        while let Some(t) = self.pinned.borrow_mut().pop_front() {
+            t.cancel();
+        }
+        while let Some(t) = self.deque.pop() {
+            t.cancel();
+        }
+    }
+}
+
+fn steal(mut f: impl FnMut() -> Steal<Task>) -> Option<Task> {
+    loop {
+        match f() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// The body of worker thread `index`.
+pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
+    shared.idle.register(index, sync::current());
+    let ctx = WorkerCtx {
+        shared,
+        index,
+        deque,
+        pinned: RefCell::new(VecDeque::new()),
+    };
+    CURRENT.with(|c| c.set(&ctx));
+    let shared = &*ctx.shared;
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        if let Some(t) = ctx.find() {
+            idle_since = None;
+            if shared.closed.load(Ordering::Relaxed) {
+                t.cancel();
+            } else {
+                t.run();
+            }
+            continue;
+        }
+        if shared.closed.load(Ordering::SeqCst) {
+            break;
+        }
+        // Spin a bounded time before parking: a futex wake-up costs far more than a task.
+        let since = *idle_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < shared.spin {
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        shared.idle.sleep(index, || ctx.has_work());
+        idle_since = None;
+    }
+    ctx.cancel_own();
+    CURRENT.with(|c| c.set(std::ptr::null()));
+}
+
+/// On a worker thread, runs other tasks until `done()` holds and returns `true`; elsewhere
+/// returns `false` at once.
+pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
+    with_current(|ctx| {
+        let Some(ctx) = ctx else { return false };
+        while !done() {
+            match ctx.find() {
+                Some(t) => t.run(),
+                None => std::hint::spin_loop(),
+            }
+        }
+        true
+    })
+}

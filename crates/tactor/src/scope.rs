@@ -1,0 +1,151 @@
+//! Scoped launches: tasks that borrow from the caller's stack, like `std::thread::scope`.
+
+use crate::countdown::Outcome;
+use crate::event::{Event, Notify};
+use crate::failure::{Failure, TaskFailed};
+use crate::runtime::{Handle, Placement, Runtime};
+use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Launches tasks that may borrow anything that outlives the scope. Created by
+/// [`Runtime::scope`]; every task launched through it (and through the `&Scope` each task
+/// receives) has finished, run or not, before `scope` returns.
+pub struct Scope<'scope> {
+    handle: Handle,
+    state: Arc<ScopeState>,
+    /// Invariant in `'scope`, like `std::thread::Scope`.
+    _borrows: PhantomData<&'scope mut &'scope ()>,
+}
+
+/// Counts the scope's unfinished tasks (plus one for the body) and keeps the first failure.
+struct ScopeState {
+    pending: AtomicUsize,
+    failure: Mutex<Option<Arc<Failure>>>,
+    done: crate::UserEvent,
+}
+
+impl Notify for ScopeState {
+    fn notify(self: Arc<Self>, outcome: &Outcome) {
+        if let Err(f) = outcome {
+            lock(&self.failure).get_or_insert_with(|| f.clone());
+        }
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _ = self.done.trigger();
+        }
+    }
+}
+
+/// A pointer to the scope, sent into its tasks.
+struct ScopePtr<'scope>(*const Scope<'scope>);
+
+// SAFETY: `Scope` is `Sync` (a handle and atomics), and the pointee outlives every task that
+// holds the pointer (`Runtime::scope` waits for all of them).
+unsafe impl Send for ScopePtr<'_> {}
+
+impl<'scope> Scope<'scope> {
+    /// Launches `task` like [`Handle::launch`]; it may borrow from outside the scope and is
+    /// given the scope to launch more tasks.
+    #[track_caller]
+    pub fn launch<F>(&self, placement: Placement, preconditions: &[Event], task: F) -> Event
+    where
+        F: FnOnce(&Scope<'scope>) + Send + 'scope,
+    {
+        self.launch_inner(placement, preconditions, task, None)
+    }
+
+    /// Like [`launch`](Self::launch), with a name that errors about the task will show.
+    #[track_caller]
+    pub fn launch_named<F>(
+        &self,
+        name: impl Into<String>,
+        placement: Placement,
+        preconditions: &[Event],
+        task: F,
+    ) -> Event
+    where
+        F: FnOnce(&Scope<'scope>) + Send + 'scope,
+    {
+        self.launch_inner(placement, preconditions, task, Some(name.into()))
+    }
+
+    #[track_caller]
+    fn launch_inner<F>(
+        &self,
+        placement: Placement,
+        preconditions: &[Event],
+        task: F,
+        name: Option<String>,
+    ) -> Event
+    where
+        F: FnOnce(&Scope<'scope>) + Send + 'scope,
+    {
+        self.state.pending.fetch_add(1, Ordering::Relaxed);
+        let me = ScopePtr(self);
+        let job: Box<dyn FnOnce() + Send + 'scope> = Box::new(move || {
+            let me = me;
+            // SAFETY: see `ScopePtr`: the scope is alive while any of its tasks is.
+            task(unsafe { &*me.0 })
+        });
+        // SAFETY: the runtime consumes or drops the closure before it triggers the task's
+        // event (`TaskNode::run`/`abandon`), and `Runtime::scope` returns only after every
+        // event launched in the scope triggered, so nothing the closure borrows for `'scope`
+        // is used after `'scope` ends.
+        let job: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
+        let event = self.handle.launch_job(placement, preconditions, job, name);
+        event.0.subscribe(self.state.clone());
+        event
+    }
+
+    /// The runtime's handle.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl Runtime {
+    /// Runs `body` on the calling thread with a [`Scope`] whose tasks may borrow from the
+    /// caller, then waits for every task launched in the scope. Returns the body's result, or
+    /// the first failure of a task of the scope. A panic of `body` itself is resumed after the
+    /// wait.
+    ///
+    /// ```
+    /// let rt = tactor::Runtime::new(2).unwrap();
+    /// let mut data = vec![1, 2, 3, 4];
+    /// rt.scope(|s| {
+    ///     for x in data.iter_mut() {
+    ///         s.launch(tactor::Placement::Any, &[], move |_| *x *= 10);
+    ///     }
+    /// })
+    /// .unwrap();
+    /// assert_eq!(data, [10, 20, 30, 40]);
+    /// ```
+    pub fn scope<'scope, R>(
+        &self,
+        body: impl FnOnce(&Scope<'scope>) -> R,
+    ) -> Result<R, TaskFailed> {
+        let state = Arc::new(ScopeState {
+            pending: AtomicUsize::new(1),
+            failure: Mutex::new(None),
+            done: crate::UserEvent::new(),
+        });
+        let scope = Scope {
+            handle: self.handle(),
+            state: state.clone(),
+            _borrows: PhantomData,
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| body(&scope)));
+        let done = state.done.event();
+        state.clone().notify(&Ok(()));
+        // Cannot fail: `done` is only ever triggered, never poisoned, while `state` holds it.
+        let _ = done.wait();
+        match result {
+            Err(panic) => resume_unwind(panic),
+            Ok(r) => match lock(&state.failure).take() {
+                Some(f) => Err(TaskFailed(f)),
+                None => Ok(r),
+            },
+        }
+    }
+}

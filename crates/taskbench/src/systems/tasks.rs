@@ -1,0 +1,276 @@
+//! `tasks`: the graph written the way a Realm or StarPU user writes it, on Tactor's explicit
+//! task API. Every point of every timestep is one launched task whose preconditions are the
+//! completion events of the tasks it reads from, plus those that must finish before its output
+//! buffer may be overwritten. Nothing else orders the tasks: no barriers, no per-timestep
+//! synchronisation.
+//!
+//! Outputs live in two rows per graph (timestep parity), like `bsp`; buffer reuse is ordered
+//! through the graph itself: the task writing slot `p` of a row waits for the tasks that read
+//! the slot's previous contents (or, if none did, for the task that wrote them). Scratch
+//! buffers are per slot too, so they are ordered by the same chain.
+//!
+//! Launching is done by a driver task that launches a few timesteps and then relaunches
+//! itself behind them, so launching overlaps execution instead of preceding it. Points are
+//! placed on workers by the reference MPI block distribution.
+
+use super::slots::Slots;
+use super::team::Pass;
+use super::{block_start, check_workers, run_task, RunConfig, RunError, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+use tactor::{Event, Placement, Runtime, Scope};
+use taskbench_core::app::App;
+use taskbench_core::kernel::new_scratch;
+use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
+use taskbench_core::validate::TaskError;
+
+/// One launched task per point, ordered only by events.
+pub struct Tasks;
+
+/// Timesteps the driver launches before relaunching itself.
+const CHUNK: i64 = 4;
+
+struct Graph {
+    plan: Plan,
+    rows: [Slots; 2],
+    scratch: [Slots; 2],
+    /// Worker of each point.
+    owner: Vec<usize>,
+}
+
+/// What the tasks of one pass share.
+struct Shared<'a> {
+    graphs: &'a [Graph],
+    error: Mutex<Option<TaskError>>,
+    failed: AtomicBool,
+}
+
+/// The events the driver still needs, per graph.
+struct Frontier {
+    /// Completion events of the last timestep launched, by point.
+    last: Vec<Option<Event>>,
+    /// Per row and slot: the task that wrote the slot's contents, then the tasks that read
+    /// them. The next writer of the slot waits for the readers (or the writer if none read).
+    users: [Vec<Vec<Event>>; 2],
+}
+
+impl Graph {
+    fn new(plan: Plan, workers: usize) -> Graph {
+        let g = plan.graph();
+        let width = g.max_width as usize;
+        let scratch = || {
+            let s = Slots::new(width, g.scratch_bytes_per_task);
+            let init = new_scratch(g.scratch_bytes_per_task);
+            for p in 0..width {
+                // SAFETY: no task runs yet; this thread is the only one touching the slots.
+                unsafe { s.write(p).copy_from_slice(&init) };
+            }
+            s
+        };
+        let owner = (0..g.max_width)
+            .map(|p| {
+                (0..workers)
+                    .rfind(|&w| block_start(w, workers, g.max_width) <= p)
+                    .expect("worker 0 starts at 0")
+            })
+            .collect();
+        Graph {
+            rows: [
+                Slots::new(width, g.output_bytes_per_task),
+                Slots::new(width, g.output_bytes_per_task),
+            ],
+            scratch: [scratch(), scratch()],
+            owner,
+            plan,
+        }
+    }
+
+    fn frontier(&self) -> Frontier {
+        let w = self.plan.graph().max_width as usize;
+        Frontier {
+            last: vec![None; w],
+            users: [vec![Vec::new(); w], vec![Vec::new(); w]],
+        }
+    }
+}
+
+impl<'a> Shared<'a> {
+    /// The body of task `(t, p)` of graph `gi`.
+    fn run_point(&self, gi: usize, t: i64, p: i64) {
+        if self.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let g = &self.graphs[gi];
+        let (row, prev) = (&g.rows[(t % 2) as usize], &g.rows[((t + 1) % 2) as usize]);
+        // SAFETY: this task's preconditions include every task that read or wrote slot `p` of
+        // this row (and of this scratch row) before, and every later reader or writer of it
+        // waits for this task's event; so nobody else touches these two slots now.
+        let (out, scratch) = unsafe {
+            (
+                row.write(p as usize),
+                g.scratch[(t % 2) as usize].write(p as usize),
+            )
+        };
+        // SAFETY: slot `d` of the previous row holds the output of `(t-1, d)`, a precondition
+        // of this task; its next writer waits for this task.
+        let input = |d: i64| unsafe { prev.read(d as usize) };
+        if let Err(e) = run_task(&g.plan, t, p, out, scratch, input) {
+            self.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
+            self.failed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Launches timestep `t` of graph `gi`.
+    fn launch_timestep<'s>(
+        &'s self,
+        s: &Scope<'s>,
+        gi: usize,
+        t: i64,
+        f: &mut Frontier,
+        pre: &mut Vec<Event>,
+        now: &mut Vec<(i64, Event)>,
+    ) {
+        let g = &self.graphs[gi];
+        let plan = &g.plan;
+        let row = (t % 2) as usize;
+        now.clear();
+        for p in plan.offset(t)..plan.offset(t) + plan.width(t) {
+            pre.clear();
+            pre.extend(plan.deps(t, p).iter().map(|&d| {
+                f.last[d as usize]
+                    .clone()
+                    .expect("a dependency ran in the previous timestep")
+            }));
+            // The slot's readers imply its writer (they read what it wrote); without readers,
+            // wait for the writer itself.
+            let users = &f.users[row][p as usize];
+            let guards = if users.len() > 1 {
+                &users[1..]
+            } else {
+                &users[..]
+            };
+            for e in guards {
+                if !pre.iter().any(|x| x.ptr_eq(e)) {
+                    pre.push(e.clone());
+                }
+            }
+            let e = s.launch(Placement::Worker(g.owner[p as usize]), pre, move |_| {
+                self.run_point(gi, t, p)
+            });
+            now.push((p, e));
+        }
+        for slot in f.last.iter_mut() {
+            *slot = None;
+        }
+        for (p, e) in now.drain(..) {
+            let users = &mut f.users[row][p as usize];
+            users.clear();
+            users.push(e.clone());
+            for &d in plan.deps(t, p) {
+                f.users[1 - row][d as usize].push(e.clone());
+            }
+            f.last[p as usize] = Some(e);
+        }
+    }
+}
+
+/// Launches timesteps `from..from + CHUNK` of every graph, then relaunches itself for the next
+/// chunk; its relaunch queues behind the tasks just launched, so launching and running overlap.
+fn drive<'s>(
+    sh: &'s Shared<'s>,
+    s: &Scope<'s>,
+    from: i64,
+    steps: i64,
+    mut frontiers: Vec<Frontier>,
+) {
+    let (mut pre, mut now) = (Vec::new(), Vec::new());
+    let to = (from + CHUNK).min(steps);
+    for t in from..to {
+        for (gi, f) in frontiers.iter_mut().enumerate() {
+            if t < sh.graphs[gi].plan.graph().timesteps {
+                sh.launch_timestep(s, gi, t, f, &mut pre, &mut now);
+            }
+        }
+    }
+    if to < steps && !sh.failed.load(Ordering::Relaxed) {
+        s.launch(Placement::Any, &[], move |s| {
+            drive(sh, s, to, steps, frontiers)
+        });
+    }
+}
+
+/// Tasks validated so far on all workers of `rt`.
+fn executed(rt: &Runtime) -> Result<u64, RunError> {
+    let total = AtomicU64::new(0);
+    rt.scope(|s| {
+        for w in 0..rt.workers() {
+            let total = &total;
+            s.launch(Placement::Worker(w), &[], move |_| {
+                total.fetch_add(tasks_executed_on_this_thread(), Ordering::Relaxed);
+            });
+        }
+    })
+    .map_err(|e| RunError::Runtime(e.to_string()))?;
+    Ok(total.into_inner())
+}
+
+impl System for Tasks {
+    fn name(&self) -> &'static str {
+        "tasks"
+    }
+
+    fn about(&self) -> &'static str {
+        "Tactor's explicit task API: one launched task per point, ordered only by events"
+    }
+
+    fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
+        check_workers(cfg)?;
+        let rt = Runtime::builder()
+            .workers(cfg.workers)
+            .pin(cfg.pin)
+            .build()
+            .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
+        let graphs: Vec<Graph> = app
+            .graphs
+            .iter()
+            .cloned()
+            .map(|g| Graph::new(Plan::new(g), cfg.workers))
+            .collect();
+        let steps = graphs
+            .iter()
+            .map(|g| g.plan.graph().timesteps)
+            .max()
+            .unwrap_or(0);
+        let sh = Shared {
+            graphs: &graphs,
+            error: Mutex::new(None),
+            failed: AtomicBool::new(false),
+        };
+        let mut last = None;
+        for _pass in 0..2 {
+            let before = executed(&rt)?;
+            let frontiers = graphs.iter().map(Graph::frontier).collect();
+            let start = Instant::now();
+            let sh = &sh;
+            rt.scope(|s| {
+                s.launch(Placement::Any, &[], move |s| {
+                    drive(sh, s, 0, steps, frontiers)
+                });
+            })
+            .map_err(|e| RunError::Runtime(e.to_string()))?;
+            let elapsed = start.elapsed();
+            if let Some(e) = sh.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                return Err(RunError::Validation(e));
+            }
+            last = Some(Pass {
+                elapsed,
+                tasks: executed(&rt)? - before,
+            });
+        }
+        Ok(last.expect("two passes ran"))
+    }
+}
