@@ -164,6 +164,18 @@ impl Drop for EventState {
     }
 }
 
+/// Anything that owns an event's state: a plain event, a merge, or a task node, which embeds
+/// its completion event so that a launch allocates once.
+pub(crate) trait Source: Send + Sync + 'static {
+    fn state(&self) -> &EventState;
+}
+
+impl Source for EventState {
+    fn state(&self) -> &EventState {
+        self
+    }
+}
+
 /// The completion of something: a task, a merge of events, or a [`UserEvent`]. Cheap to clone;
 /// every clone observes the same trigger.
 ///
@@ -174,11 +186,11 @@ impl Drop for EventState {
 /// tactor::Event::merge(&[a, b]).wait().unwrap();
 /// ```
 #[derive(Clone)]
-pub struct Event(pub(crate) Arc<EventState>);
+pub struct Event(pub(crate) Arc<dyn Source>);
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = match self.0.outcome() {
+        let state = match self.state().outcome() {
             None => "pending".to_string(),
             Some(Ok(())) => "triggered".to_string(),
             Some(Err(e)) => format!("poisoned: {e}"),
@@ -188,6 +200,10 @@ impl std::fmt::Debug for Event {
 }
 
 impl Event {
+    pub(crate) fn state(&self) -> &EventState {
+        self.0.state()
+    }
+
     pub(crate) fn pending() -> Event {
         Event(Arc::new(EventState::new()))
     }
@@ -203,24 +219,24 @@ impl Event {
 
     /// Whether the event has triggered (successfully or poisoned).
     pub fn has_triggered(&self) -> bool {
-        self.0.outcome().is_some()
+        self.state().outcome().is_some()
     }
 
     /// How the event ended, without waiting: `None` while pending.
     pub fn try_outcome(&self) -> Option<Result<(), TaskFailed>> {
-        self.0.outcome().map(|o| o.map_err(TaskFailed))
+        self.state().outcome().map(|o| o.map_err(TaskFailed))
     }
 
     /// Whether two handles are the same event.
     pub fn ptr_eq(&self, other: &Event) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
     }
 
     /// An event that triggers once all of `events` have; poisoned (with the first failure to
     /// arrive) if any of them is.
     pub fn merge(events: &[Event]) -> Event {
         let pending: Vec<&Event> = events.iter().filter(|e| !e.has_triggered()).collect();
-        let first_failure = events.iter().find_map(|e| match e.0.outcome() {
+        let first_failure = events.iter().find_map(|e| match e.state().outcome() {
             Some(Err(f)) => Some(f),
             _ => None,
         });
@@ -233,13 +249,12 @@ impl Event {
             many => {
                 let node = Arc::new(Merge {
                     count: Countdown::new(many.len()),
-                    event: Event::pending(),
+                    state: EventState::new(),
                 });
-                let out = node.event.clone();
                 for e in many {
-                    e.0.subscribe(node.clone());
+                    e.state().subscribe(node.clone());
                 }
-                out
+                Event(node)
             }
         }
     }
@@ -249,13 +264,16 @@ impl Event {
     /// work queued behind it cannot deadlock its worker); outside, spins briefly and then
     /// parks.
     pub fn wait(&self) -> Result<(), TaskFailed> {
-        if let Some(o) = self.0.outcome() {
+        if let Some(o) = self.state().outcome() {
             return o.map_err(TaskFailed);
         }
         if !crate::runtime::help_while(|| self.has_triggered()) {
             self.block();
         }
-        self.0.outcome().expect("triggered").map_err(TaskFailed)
+        self.state()
+            .outcome()
+            .expect("triggered")
+            .map_err(TaskFailed)
     }
 
     /// Parks the calling thread until the event triggers.
@@ -273,23 +291,29 @@ impl Event {
             thread: sync::current(),
             woken: AtomicBool::new(false),
         });
-        self.0.subscribe(waiter.clone());
+        self.state().subscribe(waiter.clone());
         while !waiter.woken.load(Ordering::Acquire) {
             sync::park();
         }
     }
 }
 
-/// A merged event's countdown.
+/// A merged event: its state and the countdown of its inputs.
 struct Merge {
     count: Countdown,
-    event: Event,
+    state: EventState,
+}
+
+impl Source for Merge {
+    fn state(&self) -> &EventState {
+        &self.state
+    }
 }
 
 impl Notify for Merge {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
         if let Some(all) = self.count.arrive(outcome) {
-            let _ = self.event.0.trigger(all);
+            let _ = self.state.trigger(all);
         }
     }
 }
@@ -343,20 +367,23 @@ impl UserEvent {
 
     /// Triggers the event: tasks that wait on it may run.
     pub fn trigger(&self) -> Result<(), AlreadyTriggered> {
-        self.0 .0 .0.trigger(Ok(()))
+        self.0 .0.state().trigger(Ok(()))
     }
 
     /// Poisons the event: tasks that wait on it do not run, and waiters get `reason`.
     pub fn poison(&self, reason: &str) -> Result<(), AlreadyTriggered> {
         self.0
              .0
-             .0
+            .state()
             .trigger(Err(Arc::new(Failure::Poisoned(reason.to_string()))))
     }
 }
 
 impl Drop for UserInner {
     fn drop(&mut self) {
-        let _ = self.0 .0.trigger(Err(Arc::new(Failure::UserEventDropped)));
+        let _ = self
+            .0
+            .state()
+            .trigger(Err(Arc::new(Failure::UserEventDropped)));
     }
 }

@@ -43,12 +43,16 @@ mod event;
 mod failure;
 mod runtime;
 mod scope;
+mod subgraph;
 mod sync;
 
 pub use event::{Event, UserEvent};
 pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
 pub use runtime::{Builder, Handle, Placement, Runtime};
 pub use scope::Scope;
+pub use subgraph::{
+    Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId as SubgraphTask,
+};
 
 #[cfg(all(test, loom))]
 mod loom_tests;

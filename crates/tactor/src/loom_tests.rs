@@ -72,7 +72,7 @@ fn loom_blocking_wait_is_woken() {
     loom::model(|| {
         let e = Event::pending();
         let e2 = e.clone();
-        let t = thread::spawn(move || e2.0.trigger(Ok(())).unwrap());
+        let t = thread::spawn(move || e2.state().trigger(Ok(())).unwrap());
         e.block();
         assert!(e.has_triggered());
         t.join().unwrap();
@@ -85,9 +85,10 @@ fn loom_merge_of_concurrent_triggers_fires_once_with_the_failure() {
         let (a, b) = (Event::pending(), Event::pending());
         let m = Event::merge(&[a.clone(), b.clone()]);
         let c = counter();
-        m.0.subscribe(c.clone());
-        let t = thread::spawn(move || a.0.trigger(Ok(())).unwrap());
-        b.0.trigger(Err(Arc::new(Failure::UserEventDropped)))
+        m.state().subscribe(c.clone());
+        let t = thread::spawn(move || a.state().trigger(Ok(())).unwrap());
+        b.state()
+            .trigger(Err(Arc::new(Failure::UserEventDropped)))
             .unwrap();
         t.join().unwrap();
         assert_eq!(c.0.load(Ordering::SeqCst), 1);
@@ -169,5 +170,44 @@ fn loom_two_pushes_wake_two_sleepers() {
         let mut got = [t0.join().unwrap(), t1.join().unwrap()];
         got.sort_unstable();
         assert_eq!(got, [1, 2], "each job taken exactly once");
+    });
+}
+
+#[test]
+fn loom_compiled_counters_hand_each_vertex_over_once() {
+    use crate::subgraph::exec::{Active, Compiled, State};
+    use crate::subgraph::SubgraphBuilder;
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        // a (worker 0) and b (worker 1) both precede c (worker 0): c becomes ready on
+        // whichever worker finishes last, and must be run exactly once, after both.
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut sb = SubgraphBuilder::<()>::new();
+        let l = log.clone();
+        let a = sb.task(0, move |_| l.lock().unwrap().push('a'));
+        let l = log.clone();
+        let bb = sb.task(1, move |_| l.lock().unwrap().push('b'));
+        let l = log.clone();
+        let c = sb.task(0, move |_| l.lock().unwrap().push('c'));
+        sb.edge(a, c);
+        sb.edge(bb, c);
+        let graph = Arc::new(Compiled::new(sb, 2).unwrap());
+        let state = Arc::new(State::new(&graph, (), std::panic::Location::caller()));
+        state.start();
+        let worker = |w: usize, s: Arc<State<()>>| {
+            let mut head = 0;
+            while !s.poll(w, &mut head).1 {
+                thread::yield_now();
+            }
+        };
+        let s1 = state.clone();
+        let t = thread::spawn(move || worker(1, s1));
+        worker(0, state.clone());
+        t.join().unwrap();
+        let log = log.lock().unwrap();
+        assert_eq!(log.len(), 3, "{log:?}");
+        assert_eq!(log[2], 'c', "{log:?}");
+        assert!(state.completion().has_triggered());
     });
 }

@@ -1,7 +1,7 @@
 //! Scoped launches: tasks that borrow from the caller's stack, like `std::thread::scope`.
 
 use crate::countdown::Outcome;
-use crate::event::{Event, Notify};
+use crate::event::Event;
 use crate::failure::{Failure, TaskFailed};
 use crate::runtime::{Handle, Placement, Runtime};
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
@@ -20,14 +20,15 @@ pub struct Scope<'scope> {
 }
 
 /// Counts the scope's unfinished tasks (plus one for the body) and keeps the first failure.
-struct ScopeState {
+pub(crate) struct ScopeState {
     pending: AtomicUsize,
     failure: Mutex<Option<Arc<Failure>>>,
     done: crate::UserEvent,
 }
 
-impl Notify for ScopeState {
-    fn notify(self: Arc<Self>, outcome: &Outcome) {
+impl ScopeState {
+    /// One task of the scope (or the body) finished.
+    pub(crate) fn task_done(&self, outcome: &Outcome) {
         if let Err(f) = outcome {
             lock(&self.failure).get_or_insert_with(|| f.clone());
         }
@@ -93,9 +94,13 @@ impl<'scope> Scope<'scope> {
         // event launched in the scope triggered, so nothing the closure borrows for `'scope`
         // is used after `'scope` ends.
         let job: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
-        let event = self.handle.launch_job(placement, preconditions, job, name);
-        event.0.subscribe(self.state.clone());
-        event
+        self.handle.launch_job(
+            placement,
+            preconditions,
+            job,
+            Some(self.state.clone()),
+            name,
+        )
     }
 
     /// The runtime's handle.
@@ -137,7 +142,7 @@ impl Runtime {
         };
         let result = catch_unwind(AssertUnwindSafe(|| body(&scope)));
         let done = state.done.event();
-        state.clone().notify(&Ok(()));
+        state.task_done(&Ok(()));
         // Cannot fail: `done` is only ever triggered, never poisoned, while `state` holds it.
         let _ = done.wait();
         match result {

@@ -133,6 +133,20 @@ impl Plan {
             .map(|&s| &self.shapes[s as usize])
     }
 
+    /// Identifies timestep `t`'s shape (dependence set and windows): timesteps with the same
+    /// id have the same dependencies, point for point. `None` outside the graph.
+    pub fn shape_id(&self, t: i64) -> Option<u32> {
+        usize::try_from(t)
+            .ok()
+            .and_then(|t| self.shape_of.get(t))
+            .copied()
+    }
+
+    /// Number of distinct timestep shapes.
+    pub fn shapes(&self) -> usize {
+        self.shapes.len()
+    }
+
     /// First point of timestep `t` (0 outside the graph).
     pub fn offset(&self, t: i64) -> i64 {
         self.shape_at(t).map_or(0, |s| s.offset)

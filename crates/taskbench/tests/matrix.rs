@@ -121,3 +121,21 @@ fn four_graphs_of_mixed_shapes_run_together() {
         run_everywhere(&flags, workers);
     }
 }
+
+/// Long enough for `compiled` to chain several instances of the same body plus a shorter
+/// epilogue chunk (chunks of 32 timesteps after the first), with every type and two graphs
+/// of different lengths side by side.
+#[test]
+fn long_graphs_chain_many_instances() {
+    for ty in types() {
+        let a = graph_flags(ty, 5, KernelType::ComputeBound, 16)
+            .unwrap()
+            .replace("-steps 23", "-steps 101");
+        let b = graph_flags(DependenceType::Stencil1D, 3, KernelType::Empty, 16)
+            .unwrap()
+            .replace("-steps 23", "-steps 70");
+        for workers in [1, 2] {
+            run_everywhere(&format!("{a} -and {b}"), workers);
+        }
+    }
+}

@@ -6,7 +6,7 @@ pub(crate) mod task;
 mod worker;
 
 pub use task::Placement;
-pub(crate) use worker::help_while;
+pub(crate) use worker::{activate, help_while};
 
 use crate::event::Event;
 use crate::sync::{AtomicBool, Ordering};
@@ -204,7 +204,7 @@ impl Handle {
         preconditions: &[Event],
         task: impl FnOnce() + Send + 'static,
     ) -> Event {
-        self.launch_job(placement, preconditions, Box::new(task), None)
+        self.launch_job(placement, preconditions, Box::new(task), None, None)
     }
 
     /// Like [`launch`](Self::launch), with a name that errors about the task will show.
@@ -216,7 +216,13 @@ impl Handle {
         preconditions: &[Event],
         task: impl FnOnce() + Send + 'static,
     ) -> Event {
-        self.launch_job(placement, preconditions, Box::new(task), Some(name.into()))
+        self.launch_job(
+            placement,
+            preconditions,
+            Box::new(task),
+            None,
+            Some(name.into()),
+        )
     }
 
     #[track_caller]
@@ -225,6 +231,7 @@ impl Handle {
         placement: Placement,
         preconditions: &[Event],
         job: Job,
+        scope: Option<Arc<crate::scope::ScopeState>>,
         name: Option<String>,
     ) -> Event {
         if let Placement::Worker(w) = placement {
@@ -239,12 +246,13 @@ impl Handle {
             placement,
             preconditions.len(),
             job,
+            scope,
             name,
             Location::caller(),
         ));
-        let event = node.event.clone();
+        let event = node.event();
         for e in preconditions {
-            e.0.subscribe(node.clone());
+            e.state().subscribe(node.clone());
         }
         node.arrive(&Ok(()));
         event

@@ -2,8 +2,9 @@
 
 use super::Shared;
 use crate::countdown::{Countdown, Outcome};
-use crate::event::{Event, Notify};
+use crate::event::{Event, EventState, Notify, Source};
 use crate::failure::{panic_message, Cause, Failure, TaskLabel};
+use crate::scope::ScopeState;
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::Arc;
@@ -25,7 +26,10 @@ pub(crate) struct TaskNode {
     /// all of them.
     count: Countdown,
     job: UnsafeCell<Option<Job>>,
-    pub(crate) event: Event,
+    /// The task's completion event, embedded: one allocation per launch.
+    state: EventState,
+    /// The scope the task was launched in, told when the task has finished.
+    scope: Option<Arc<ScopeState>>,
     pub(crate) placement: Placement,
     name: Option<String>,
     launched_at: &'static Location<'static>,
@@ -45,17 +49,32 @@ impl TaskNode {
         placement: Placement,
         preconditions: usize,
         job: Job,
+        scope: Option<Arc<ScopeState>>,
         name: Option<String>,
         launched_at: &'static Location<'static>,
     ) -> TaskNode {
         TaskNode {
             count: Countdown::new(preconditions + 1),
             job: UnsafeCell::new(Some(job)),
-            event: Event::pending(),
+            state: EventState::new(),
+            scope,
             placement,
             name,
             launched_at,
             shared,
+        }
+    }
+
+    /// The task's completion event.
+    pub(crate) fn event(self: &Arc<Self>) -> Event {
+        Event(self.clone())
+    }
+
+    /// Triggers the task's event, then tells its scope.
+    fn finish(&self, outcome: Outcome) {
+        let _ = self.state.trigger(outcome.clone());
+        if let Some(scope) = &self.scope {
+            scope.task_done(&outcome);
         }
     }
 
@@ -83,13 +102,13 @@ impl TaskNode {
                 cause: Cause::Panicked(panic_message(payload.as_ref())),
             })),
         };
-        let _ = self.event.0.trigger(outcome);
+        self.finish(outcome);
     }
 
     /// Does not run the task: drops its closure and poisons its event with `failure`.
     pub(crate) fn abandon(&self, failure: Arc<Failure>) {
         drop(self.take_job());
-        let _ = self.event.0.trigger(Err(failure));
+        self.finish(Err(failure));
     }
 
     /// Drops the task because the runtime shut down.
@@ -107,6 +126,12 @@ impl TaskNode {
             Some(Ok(())) => super::schedule(self),
             Some(Err(f)) => self.abandon(f),
         }
+    }
+}
+
+impl Source for TaskNode {
+    fn state(&self) -> &EventState {
+        &self.state
     }
 }
 

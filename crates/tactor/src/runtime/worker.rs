@@ -2,6 +2,7 @@
 
 use super::task::{Placement, TaskNode};
 use super::Shared;
+use crate::subgraph::Active;
 use crate::sync;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, RefCell};
@@ -19,6 +20,8 @@ pub(crate) struct WorkerCtx {
     deque: Worker<Task>,
     /// Tasks placed on this worker by itself: never stolen, so no atomics needed.
     pinned: RefCell<VecDeque<Task>>,
+    /// Subgraph instances with vertices on this worker, and how far it read each ring.
+    active: RefCell<Vec<(Arc<dyn Active>, u32)>>,
 }
 
 thread_local! {
@@ -71,9 +74,35 @@ impl WorkerCtx {
             .find_map(|v| steal(|| shared.stealers[v].steal()))
     }
 
+    /// Runs the ready vertices of the subgraph instances in flight on this worker. Returns
+    /// whether it ran any.
+    fn poll_compiled(&self) -> bool {
+        if self.active.borrow().is_empty() {
+            return false;
+        }
+        // Taken out while polling: a vertex may wait on an event, and the wait polls again.
+        let mut list = std::mem::take(&mut *self.active.borrow_mut());
+        let mut ran = false;
+        list.retain_mut(|(inst, head)| {
+            let (progress, done) = inst.poll(self.index, head);
+            ran |= progress;
+            !done
+        });
+        let mut active = self.active.borrow_mut();
+        list.append(&mut active);
+        *active = list;
+        ran
+    }
+
+    /// Whether a subgraph instance is in flight on this worker: it then never parks.
+    fn compiled_in_flight(&self) -> bool {
+        !self.active.borrow().is_empty()
+    }
+
     fn has_work(&self) -> bool {
         let shared = &*self.shared;
-        !self.pinned.borrow().is_empty()
+        self.compiled_in_flight()
+            || !self.pinned.borrow().is_empty()
             || !self.deque.is_empty()
             || !shared.inboxes[self.index].is_empty()
             || !shared.injector.is_empty()
@@ -82,6 +111,9 @@ impl WorkerCtx {
     }
 
     fn cancel_own(&self) {
+        for (inst, _) in self.active.borrow_mut().drain(..) {
+            inst.cancel();
+        }
         while let Some(t) = self.pinned.borrow_mut().pop_front() {
             t.cancel();
         }
@@ -109,11 +141,16 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
         index,
         deque,
         pinned: RefCell::new(VecDeque::new()),
+        active: RefCell::new(Vec::new()),
     };
     CURRENT.with(|c| c.set(&ctx));
     let shared = &*ctx.shared;
     let mut idle_since: Option<Instant> = None;
     loop {
+        if ctx.poll_compiled() {
+            idle_since = None;
+            continue;
+        }
         if let Some(t) = ctx.find() {
             idle_since = None;
             if shared.closed.load(Ordering::Relaxed) {
@@ -125,6 +162,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
         }
         if shared.closed.load(Ordering::SeqCst) {
             break;
+        }
+        if ctx.compiled_in_flight() {
+            // An instance's next vertex arrives through its ring, with no wake-up: keep the core.
+            std::hint::spin_loop();
+            continue;
         }
         // Spin a bounded time before parking: a futex wake-up costs far more than a task.
         let since = *idle_since.get_or_insert_with(Instant::now);
@@ -147,11 +189,23 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
     with_current(|ctx| {
         let Some(ctx) = ctx else { return false };
         while !done() {
+            if ctx.poll_compiled() {
+                continue;
+            }
             match ctx.find() {
                 Some(t) => t.run(),
                 None => std::hint::spin_loop(),
             }
         }
         true
+    })
+}
+
+/// Registers a subgraph instance with the calling worker (run by the instance's activation
+/// task, placed on that worker).
+pub(crate) fn activate(inst: Arc<dyn Active>) {
+    with_current(|ctx| {
+        let ctx = ctx.expect("activations run on workers");
+        ctx.active.borrow_mut().push((inst, 0));
     })
 }

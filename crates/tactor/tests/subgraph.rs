@@ -1,0 +1,228 @@
+//! Compiled subgraphs: builder errors, equivalence with dynamic execution on random DAGs,
+//! many instances in flight, chaining, and poisoning.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use tactor::{Event, Failure, Placement, Runtime, SubgraphBuilder, SubgraphError, UserEvent};
+
+fn rt(n: usize) -> Runtime {
+    Runtime::builder().workers(n).pin(false).build().unwrap()
+}
+
+#[test]
+fn builder_errors_are_named() {
+    let rt = rt(2);
+    let mut b = SubgraphBuilder::<()>::new();
+    b.task(2, |_| ());
+    assert_eq!(
+        b.compile(&rt).err().unwrap(),
+        SubgraphError::BadWorker {
+            task: 0,
+            worker: 2,
+            workers: 2
+        }
+    );
+    let mut b = SubgraphBuilder::<()>::new();
+    let a = b.task(0, |_| ());
+    b.edge(a, tactor::SubgraphTask(7));
+    assert_eq!(b.compile(&rt).err().unwrap(), SubgraphError::NoSuchTask(7));
+    let mut b = SubgraphBuilder::<()>::new();
+    let a = b.task(0, |_| ());
+    b.edge(a, a);
+    assert_eq!(b.compile(&rt).err().unwrap(), SubgraphError::SelfEdge(0));
+    let mut b = SubgraphBuilder::<()>::new();
+    let ids: Vec<_> = (0..4).map(|i| b.task(i % 2, |_| ())).collect();
+    b.edge(ids[0], ids[1]);
+    b.edge(ids[1], ids[2]);
+    b.edge(ids[2], ids[3]);
+    b.edge(ids[3], ids[1]);
+    let err = b.compile(&rt).err().unwrap();
+    assert!(matches!(err, SubgraphError::Cycle(1..=3)), "{err:?}");
+    assert!(err.to_string().contains("cycle"));
+    let mut b = SubgraphBuilder::<()>::new();
+    let a = b.task(0, |_| ());
+    b.wait_for(tactor::PreId(0), a);
+    assert_eq!(
+        b.compile(&rt).err().unwrap(),
+        SubgraphError::NoSuchCondition(0)
+    );
+}
+
+/// A random DAG run compiled, many instances chained, against the same DAG run with dynamic
+/// tasks: the same values come out, and every task runs once per instance after its
+/// predecessors.
+#[test]
+fn compiled_random_dags_match_dynamic_execution() {
+    let rt = rt(2);
+    let mut rng = StdRng::seed_from_u64(5);
+    for _ in 0..20 {
+        let n = rng.gen_range(1..200);
+        let preds: Vec<Vec<usize>> = (0..n)
+            .map(|i| {
+                let mut p: Vec<usize> = (0..rng.gen_range(0..=3.min(i)))
+                    .map(|_| rng.gen_range(0..i))
+                    .collect();
+                p.sort_unstable();
+                p.dedup();
+                p
+            })
+            .collect();
+        let workers: Vec<usize> = (0..n).map(|_| rng.gen_range(0..2)).collect();
+        // value[i] = instance + sum of predecessors' values (mod 2^64), stamped per instance.
+        let instances = 30u64;
+        let compiled_vals = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+        let runs = Arc::new((0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
+        let mut b = SubgraphBuilder::<u64>::new();
+        let pre = b.precondition();
+        let post = b.postcondition();
+        let ids: Vec<_> = (0..n)
+            .map(|i| {
+                let (vals, runs, preds) = (compiled_vals.clone(), runs.clone(), preds[i].clone());
+                b.task(workers[i], move |k: &u64| {
+                    let r = runs[i].fetch_add(1, SeqCst);
+                    assert_eq!(r as u64, *k, "task {i} ran out of instance order");
+                    let mut v = *k;
+                    for &p in &preds {
+                        assert_eq!(runs[p].load(SeqCst) as u64, k + 1, "{i} before {p}");
+                        v = v.wrapping_mul(31).wrapping_add(vals[p].load(SeqCst));
+                    }
+                    vals[i].store(v, SeqCst);
+                })
+            })
+            .collect();
+        for (i, ps) in preds.iter().enumerate() {
+            for &p in ps {
+                b.edge(ids[p], ids[i]);
+            }
+            b.wait_for(pre, ids[i]);
+            b.signal(ids[i], post);
+        }
+        let g = b.compile(&rt).unwrap();
+        assert_eq!(g.tasks(), n);
+        let mut after = Event::triggered();
+        for k in 0..instances {
+            let inst = g.instantiate(k, &[after]);
+            after = inst.postconditions[0].clone();
+        }
+        after.wait().unwrap();
+        // The same graph, dynamically, for the last instance only.
+        let dyn_vals: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+        let k = instances - 1;
+        rt.scope(|s| {
+            let mut evs: Vec<Event> = Vec::new();
+            for i in 0..n {
+                let pre: Vec<Event> = preds[i].iter().map(|&p| evs[p].clone()).collect();
+                let (dv, preds) = (&dyn_vals, &preds[i]);
+                evs.push(s.launch(Placement::Worker(workers[i]), &pre, move |_| {
+                    let mut v = k;
+                    for &p in preds {
+                        v = v.wrapping_mul(31).wrapping_add(dv[p].load(SeqCst));
+                    }
+                    dv[i].store(v, SeqCst);
+                }));
+            }
+        })
+        .unwrap();
+        for i in 0..n {
+            assert_eq!(
+                compiled_vals[i].load(SeqCst),
+                dyn_vals[i].load(SeqCst),
+                "task {i}"
+            );
+            assert_eq!(runs[i].load(SeqCst) as u64, instances);
+        }
+    }
+}
+
+#[test]
+fn many_unordered_instances_in_flight() {
+    let rt = rt(2);
+    let hits = Arc::new(AtomicU64::new(0));
+    let mut b = SubgraphBuilder::<u64>::new();
+    let mut prev = None;
+    for i in 0..16 {
+        let h = hits.clone();
+        let t = b.task(i % 2, move |x| {
+            h.fetch_add(*x, SeqCst);
+        });
+        if let Some(p) = prev {
+            b.edge(p, t);
+        }
+        prev = Some(t);
+    }
+    let g = b.compile(&rt).unwrap();
+    let done: Vec<Event> = (1..=500)
+        .map(|k| g.instantiate(k, &[]).completion)
+        .collect();
+    Event::merge(&done).wait().unwrap();
+    assert_eq!(hits.load(SeqCst), 16 * (500 * 501 / 2));
+}
+
+#[test]
+fn a_panic_poisons_the_instance_and_skips_its_successors() {
+    let rt = rt(2);
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let mut b = SubgraphBuilder::<()>::new();
+    let r = ran.clone();
+    let a = b.task(0, move |_| r.lock().unwrap().push("a"));
+    let bad = b.task(1, |_| panic!("vertex failed"));
+    let r = ran.clone();
+    let c = b.task(0, move |_| r.lock().unwrap().push("c"));
+    b.edge(a, bad);
+    b.edge(bad, c);
+    let post = b.postcondition();
+    b.signal(c, post);
+    let g = b.compile(&rt).unwrap();
+    let inst = g.instantiate((), &[]);
+    let err = inst.completion.wait().unwrap_err();
+    assert!(err.to_string().contains("subgraph task 1"), "{err}");
+    assert!(err.to_string().contains("vertex failed"), "{err}");
+    assert!(inst.postconditions[0].wait().is_err());
+    assert_eq!(*ran.lock().unwrap(), ["a"]);
+    // A dynamic task after the poisoned instance does not run either.
+    let after = rt.launch(
+        Placement::Any,
+        std::slice::from_ref(&inst.completion),
+        || panic!("ran"),
+    );
+    assert!(after.wait().is_err());
+    // The runtime and the subgraph remain usable.
+    let ok = SubgraphBuilder::<()>::new().compile(&rt).unwrap();
+    ok.instantiate((), &[]).completion.wait().unwrap();
+}
+
+#[test]
+fn a_poisoned_precondition_poisons_the_instance() {
+    let rt = rt(1);
+    let mut b = SubgraphBuilder::<()>::new();
+    let pre = b.precondition();
+    let t = b.task(0, |_| panic!("must not run"));
+    b.wait_for(pre, t);
+    let g = b.compile(&rt).unwrap();
+    let u = UserEvent::new();
+    let inst = g.instantiate((), &[u.event()]);
+    u.poison("upstream").unwrap();
+    assert_eq!(
+        *inst.completion.wait().unwrap_err().failure(),
+        Failure::Poisoned("upstream".into())
+    );
+}
+
+#[test]
+fn dropping_the_runtime_with_an_instance_waiting_poisons_it() {
+    let rt = rt(2);
+    let mut b = SubgraphBuilder::<()>::new();
+    let pre = b.precondition();
+    let t = b.task(1, |_| ());
+    b.task(0, |_| ());
+    b.wait_for(pre, t);
+    let g = b.compile(&rt).unwrap();
+    let u = UserEvent::new();
+    let inst = g.instantiate((), &[u.event()]);
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    drop(rt);
+    assert!(inst.completion.wait().is_err());
+    drop(u);
+}
