@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tactor::{Event, Placement, Runtime, Subgraph, SubgraphBuilder, SubgraphTask};
+use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, SubgraphTask};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
@@ -241,24 +241,54 @@ impl GraphRun {
         Ok(GraphRun { data, chunks })
     }
 
-    /// Instantiates every chunk in order, each chained to the previous one; returns the
-    /// completion events.
-    fn instantiate(&self) -> Vec<Event> {
+    /// The chain of instances of this graph, not yet instantiated.
+    fn chain(&self) -> Chain<'_> {
         let w = self.data.plan.graph().max_width as usize;
-        let mut pre: Vec<Event> = (0..conditions(w)).map(|_| Event::triggered()).collect();
-        let mut done = Vec::with_capacity(self.chunks.len());
-        for (t0, chunk) in &self.chunks {
-            let inst = chunk.graph.instantiate(*t0, &pre);
-            for (k, post) in inst.postconditions.into_iter().enumerate() {
-                if chunk.has_source[k] {
-                    pre[k] = post;
-                }
-            }
-            done.push(inst.completion);
+        Chain {
+            graph: self,
+            next: 0,
+            pre: (0..conditions(w)).map(|_| Event::triggered()).collect(),
         }
-        done
     }
 }
+
+/// Instantiates a graph's chunks in order, each chained to the previous one.
+struct Chain<'a> {
+    graph: &'a GraphRun,
+    next: usize,
+    pre: Vec<Event>,
+}
+
+impl Chain<'_> {
+    /// Instantiates the next chunk; returns its completion event, or `None` after the last.
+    fn step(&mut self) -> Option<Event> {
+        let (t0, chunk) = self.graph.chunks.get(self.next)?;
+        self.next += 1;
+        let inst = chunk.graph.instantiate(*t0, &self.pre);
+        for (k, post) in inst.postconditions.into_iter().enumerate() {
+            if chunk.has_source[k] {
+                self.pre[k] = post;
+            }
+        }
+        Some(inst.completion)
+    }
+}
+
+/// Keeps `AHEAD` instances of a chain in flight: each instance's completion instantiates the
+/// next one, like an iterative application's launch window. (Instantiating everything up front
+/// would leave hundreds of instances registered on every worker, each polled while idle.)
+fn run_chain<'s>(s: &Scope<'s>, chain: &'s Mutex<Chain<'s>>, done: &'s Mutex<Vec<Event>>) {
+    let next = chain.lock().unwrap_or_else(|p| p.into_inner()).step();
+    if let Some(e) = next {
+        done.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.clone());
+        s.launch(Placement::Any, &[e], move |s| run_chain(s, chain, done));
+    }
+}
+
+/// Instances of one chain in flight at once.
+const AHEAD: usize = 3;
 
 /// Tasks validated so far on all workers of `rt`.
 fn executed(rt: &Runtime) -> Result<u64, RunError> {
@@ -302,17 +332,22 @@ impl System for Compiled {
         for _pass in 0..2 {
             let before = executed(&rt)?;
             let start = Instant::now();
-            // Instantiated from a worker, so the launching thread does not compete with the
-            // workers for the cores.
-            let all = Mutex::new(Vec::new());
+            // Instantiated from workers, so the launching thread does not compete with them
+            // for the cores.
+            let chains: Vec<Mutex<Chain>> = graphs.iter().map(|g| Mutex::new(g.chain())).collect();
+            let done = Mutex::new(Vec::new());
             rt.scope(|s| {
-                s.launch(Placement::Any, &[], |_| {
-                    let done: Vec<Event> = graphs.iter().flat_map(GraphRun::instantiate).collect();
-                    *all.lock().unwrap_or_else(|p| p.into_inner()) = done;
-                });
+                for chain in &chains {
+                    let done = &done;
+                    s.launch(Placement::Any, &[], move |s| {
+                        for _ in 0..AHEAD {
+                            run_chain(s, chain, done);
+                        }
+                    });
+                }
             })
             .map_err(|e| RunError::Runtime(e.to_string()))?;
-            let done = all.into_inner().unwrap_or_else(|p| p.into_inner());
+            let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
             Event::merge(&done)
                 .wait()
                 .map_err(|e| RunError::Runtime(e.to_string()))?;
