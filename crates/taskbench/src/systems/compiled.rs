@@ -15,17 +15,18 @@
 //! point "the last timestep's task is done"; its postconditions are the same, from its side.
 //! A condition that a chunk does not touch is passed through to the next chunk unchanged.
 
+use super::on_tactor;
 use super::slots::Slots;
 use super::team::Pass;
 use super::{block_start, check_workers, run_task, RunConfig, RunError, System};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, SubgraphTask};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
-use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
+use taskbench_core::plan::Plan;
 use taskbench_core::validate::TaskError;
 
 /// Subgraphs compiled from the graph's repeating body, chained instance after instance.
@@ -290,21 +291,6 @@ fn run_chain<'s>(s: &Scope<'s>, chain: &'s Mutex<Chain<'s>>, done: &'s Mutex<Vec
 /// Instances of one chain in flight at once.
 const AHEAD: usize = 3;
 
-/// Tasks validated so far on all workers of `rt`.
-fn executed(rt: &Runtime) -> Result<u64, RunError> {
-    let total = AtomicU64::new(0);
-    rt.scope(|s| {
-        for w in 0..rt.workers() {
-            let total = &total;
-            s.launch(Placement::Worker(w), &[], move |_| {
-                total.fetch_add(tasks_executed_on_this_thread(), Ordering::Relaxed);
-            });
-        }
-    })
-    .map_err(|e| RunError::Runtime(e.to_string()))?;
-    Ok(total.into_inner())
-}
-
 impl System for Compiled {
     fn name(&self) -> &'static str {
         "compiled"
@@ -316,11 +302,7 @@ impl System for Compiled {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let rt = Runtime::builder()
-            .workers(cfg.workers)
-            .pin(cfg.pin)
-            .build()
-            .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
+        let rt = on_tactor::start(cfg)?;
         let error = Arc::new(ErrorSlot::default());
         let graphs = app
             .graphs
@@ -330,7 +312,7 @@ impl System for Compiled {
             .collect::<Result<Vec<_>, _>>()?;
         let mut last = None;
         for _pass in 0..2 {
-            let before = executed(&rt)?;
+            let before = on_tactor::executed(&rt)?;
             let start = Instant::now();
             // Instantiated from workers, so the launching thread does not compete with them
             // for the cores.
@@ -357,7 +339,7 @@ impl System for Compiled {
             }
             last = Some(Pass {
                 elapsed,
-                tasks: executed(&rt)? - before,
+                tasks: on_tactor::executed(&rt)? - before,
             });
         }
         Ok(last.expect("two passes ran"))

@@ -4,6 +4,7 @@
 
 mod bsp;
 mod compiled;
+mod on_tactor;
 mod serial;
 pub mod slots;
 mod tasks;

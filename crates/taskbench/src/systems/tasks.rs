@@ -14,16 +14,17 @@
 //! placed anywhere: the worker that makes a task ready queues it, and an idle worker steals it
 //! (measured 5–10 % faster than pinning points by the block distribution, at `-iter 512`).
 
+use super::on_tactor;
 use super::slots::Slots;
 use super::team::Pass;
 use super::{check_workers, run_task, RunConfig, RunError, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
-use tactor::{Event, Placement, Runtime, Scope};
+use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
-use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
+use taskbench_core::plan::Plan;
 use taskbench_core::validate::TaskError;
 
 /// One launched task per point, ordered only by events.
@@ -192,21 +193,6 @@ fn drive<'s>(
     }
 }
 
-/// Tasks validated so far on all workers of `rt`.
-fn executed(rt: &Runtime) -> Result<u64, RunError> {
-    let total = AtomicU64::new(0);
-    rt.scope(|s| {
-        for w in 0..rt.workers() {
-            let total = &total;
-            s.launch(Placement::Worker(w), &[], move |_| {
-                total.fetch_add(tasks_executed_on_this_thread(), Ordering::Relaxed);
-            });
-        }
-    })
-    .map_err(|e| RunError::Runtime(e.to_string()))?;
-    Ok(total.into_inner())
-}
-
 impl System for Tasks {
     fn name(&self) -> &'static str {
         "tasks"
@@ -218,11 +204,7 @@ impl System for Tasks {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let rt = Runtime::builder()
-            .workers(cfg.workers)
-            .pin(cfg.pin)
-            .build()
-            .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
+        let rt = on_tactor::start(cfg)?;
         let graphs: Vec<Graph> = app
             .graphs
             .iter()
@@ -241,7 +223,7 @@ impl System for Tasks {
         };
         let mut last = None;
         for _pass in 0..2 {
-            let before = executed(&rt)?;
+            let before = on_tactor::executed(&rt)?;
             let frontiers = graphs.iter().map(Graph::frontier).collect();
             let start = Instant::now();
             let sh = &sh;
@@ -257,7 +239,7 @@ impl System for Tasks {
             }
             last = Some(Pass {
                 elapsed,
-                tasks: executed(&rt)? - before,
+                tasks: on_tactor::executed(&rt)? - before,
             });
         }
         Ok(last.expect("two passes ran"))
