@@ -174,40 +174,40 @@ fn loom_two_pushes_wake_two_sleepers() {
 }
 
 #[test]
-fn loom_compiled_counters_hand_each_vertex_over_once() {
-    use crate::subgraph::exec::{Active, Compiled, State};
-    use crate::subgraph::SubgraphBuilder;
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
-        // a (worker 0) and b (worker 1) both precede c (worker 0): c becomes ready on
-        // whichever worker finishes last, and must be run exactly once, after both.
-        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut sb = SubgraphBuilder::<()>::new();
-        let l = log.clone();
-        let a = sb.task(0, move |_| l.lock().unwrap().push('a'));
-        let l = log.clone();
-        let bb = sb.task(1, move |_| l.lock().unwrap().push('b'));
-        let l = log.clone();
-        let c = sb.task(0, move |_| l.lock().unwrap().push('c'));
-        sb.edge(a, c);
-        sb.edge(bb, c);
-        let graph = Arc::new(Compiled::new(sb, 2).unwrap());
-        let state = Arc::new(State::new(&graph, (), std::panic::Location::caller()));
-        state.start();
-        let worker = |w: usize, s: Arc<State<()>>| {
-            let mut head = 0;
-            while !s.poll(w, &mut head).1 {
-                thread::yield_now();
+fn loom_ring_hands_each_message_over_once_in_order_with_its_data() {
+    use crate::runtime::channel::{Channel, Msg, SendPos};
+    loom::model(|| {
+        // Three messages through a ring of two slots: the producer must wait for the consumer
+        // (flow control), the third message reuses the first slot (lap parity), and what the
+        // producer wrote before each send must be visible after the receive (Release/Acquire).
+        let ch = Arc::new(Channel::new(2));
+        let cells: Arc<Vec<loom::cell::UnsafeCell<u32>>> =
+            Arc::new((0..3).map(|_| loom::cell::UnsafeCell::new(0)).collect());
+        let (c2, d2) = (ch.clone(), cells.clone());
+        let producer = thread::spawn(move || {
+            let mut pos = SendPos::default();
+            for v in 0..3u32 {
+                // SAFETY: cell `v` is written only here, before message `v` is sent, and read
+                // only after message `v` is received.
+                d2[v as usize].with_mut(|p| unsafe { *p = v + 10 });
+                while !c2.try_send(&mut pos, Msg { id: 1, vertex: v }) {
+                    thread::yield_now();
+                }
             }
-        };
-        let s1 = state.clone();
-        let t = thread::spawn(move || worker(1, s1));
-        worker(0, state.clone());
-        t.join().unwrap();
-        let log = log.lock().unwrap();
-        assert_eq!(log.len(), 3, "{log:?}");
-        assert_eq!(log[2], 'c', "{log:?}");
-        assert!(state.completion().has_triggered());
+        });
+        let mut head = 0;
+        for v in 0..3u32 {
+            let m = loop {
+                if let Some(m) = ch.try_recv(&mut head) {
+                    break m;
+                }
+                thread::yield_now();
+            };
+            assert_eq!(m, Msg { id: 1, vertex: v });
+            // SAFETY: see the producer.
+            cells[v as usize].with(|p| assert_eq!(unsafe { *p }, v + 10));
+        }
+        assert_eq!(ch.try_recv(&mut head), None, "nothing beyond what was sent");
+        producer.join().unwrap();
     });
 }

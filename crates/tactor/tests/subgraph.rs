@@ -226,3 +226,58 @@ fn dropping_the_runtime_with_an_instance_waiting_poisons_it() {
     assert!(inst.completion.wait().is_err());
     drop(u);
 }
+
+#[test]
+fn a_compiled_task_may_wait_for_another_instance_on_its_own_worker() {
+    // a0 (worker 0) releases instance B and waits for it. B's middle task is on worker 0
+    // too, so worker 0 must run it while a0 waits (nested polling), and the message a1 -> a2
+    // reaches worker 0 while a0's actor is out running: it must be held, not lost.
+    for _ in 0..200 {
+        let rt = rt(2);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let go = UserEvent::new();
+        let b_graph = {
+            let mut b = SubgraphBuilder::<()>::new();
+            let start = b.precondition();
+            let l = log.clone();
+            let b0 = b.task(1, move |_| l.lock().unwrap().push("b0"));
+            let l = log.clone();
+            let b1 = b.task(0, move |_| l.lock().unwrap().push("b1"));
+            let l = log.clone();
+            let b2 = b.task(1, move |_| l.lock().unwrap().push("b2"));
+            b.wait_for(start, b0);
+            b.edge(b0, b1);
+            b.edge(b1, b2);
+            b.compile(&rt).unwrap()
+        };
+        let b_inst = b_graph.instantiate((), &[go.event()]);
+        let a_graph = {
+            let mut b = SubgraphBuilder::<()>::new();
+            let (l, go, done) = (log.clone(), go.clone(), b_inst.completion.clone());
+            let a0 = b.task(0, move |_| {
+                go.trigger().unwrap();
+                done.wait().unwrap();
+                l.lock().unwrap().push("a0");
+            });
+            let l = log.clone();
+            let a1 = b.task(1, move |_| l.lock().unwrap().push("a1"));
+            let l = log.clone();
+            let a2 = b.task(0, move |_| l.lock().unwrap().push("a2"));
+            b.edge(a0, a2);
+            b.edge(a1, a2);
+            b.compile(&rt).unwrap()
+        };
+        let done = a_graph.instantiate((), &[]).completion;
+        // A lost message shows as a hang: fail instead of waiting forever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(done.wait()));
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("instance A never completed: a message was lost")
+            .unwrap();
+        let log = log.lock().unwrap();
+        let at = |s| log.iter().position(|x| *x == s).unwrap();
+        assert_eq!(log.len(), 6, "{log:?}");
+        assert!(at("b0") < at("b1") && at("b1") < at("b2") && at("b2") < at("a0"));
+        assert!(at("a0") < at("a2") && at("a1") < at("a2"), "{log:?}");
+    }
+}

@@ -1,15 +1,19 @@
 //! The executor: worker threads with work-stealing deques, an injector for work from outside,
 //! per-worker inboxes for placed work, and the sleep protocol of idle workers.
 
+mod actors;
+pub(crate) mod channel;
 pub(crate) mod idle;
 pub(crate) mod task;
 mod worker;
 
+pub(crate) use actors::Outbox;
+pub(crate) use channel::Msg;
 pub use task::Placement;
 pub(crate) use worker::{activate, help_while};
 
 use crate::event::Event;
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 use crossbeam_deque::{Injector, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use idle::Idle;
@@ -25,6 +29,11 @@ pub(crate) struct Shared {
     injector: Injector<Task>,
     inboxes: Box<[CachePadded<Injector<Task>>]>,
     stealers: Box<[Stealer<Task>]>,
+    /// Compiled-subgraph message rings, `from * workers + to`.
+    channels: Box<[channel::Channel]>,
+    /// Compiled-subgraph messages from outside the workers (external preconditions).
+    external: Box<[CachePadded<Injector<Msg>>]>,
+    ids: Mutex<actors::Ids>,
     idle: Idle,
     closed: AtomicBool,
     spin: Duration,
@@ -133,6 +142,17 @@ impl Builder {
                 .map(|_| CachePadded::new(Injector::new()))
                 .collect(),
             stealers: deques.iter().map(Worker::stealer).collect(),
+            channels: (0..self.workers * self.workers)
+                .map(|i| {
+                    // A worker never messages itself: its rings stay empty.
+                    let own = i / self.workers == i % self.workers;
+                    channel::Channel::new(if own { 1 } else { actors::RING })
+                })
+                .collect(),
+            external: (0..self.workers)
+                .map(|_| CachePadded::new(Injector::new()))
+                .collect(),
+            ids: Mutex::new(actors::Ids::default()),
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),
             spin: self.spin,
@@ -223,6 +243,22 @@ impl Handle {
             None,
             Some(name.into()),
         )
+    }
+
+    /// An id for a new subgraph instance, unique until given back.
+    pub(crate) fn take_id(&self) -> u32 {
+        lock(&self.shared.ids).take()
+    }
+
+    /// The instance with this id is gone: no actor and no message refers to it any more.
+    pub(crate) fn give_back_id(&self, id: u32) {
+        lock(&self.shared.ids).give_back(id);
+    }
+
+    /// Queues a compiled-subgraph message for worker `w` from any thread.
+    pub(crate) fn send_external(&self, w: usize, m: Msg) {
+        self.shared.external[w].push(m);
+        self.shared.idle.wake_worker(w);
     }
 
     #[track_caller]

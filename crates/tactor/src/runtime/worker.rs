@@ -1,5 +1,6 @@
 //! A worker thread: where it looks for work, how it idles, and how it leaves at shutdown.
 
+use super::actors::Actors;
 use super::task::{Placement, TaskNode};
 use super::Shared;
 use crate::subgraph::Active;
@@ -20,8 +21,8 @@ pub(crate) struct WorkerCtx {
     deque: Worker<Task>,
     /// Tasks placed on this worker by itself: never stolen, so no atomics needed.
     pinned: RefCell<VecDeque<Task>>,
-    /// Subgraph instances with vertices on this worker, and how far it read each ring.
-    active: RefCell<Vec<(Arc<dyn Active>, u32)>>,
+    /// This worker's actors of the compiled-subgraph instances in flight on it.
+    actors: Actors,
 }
 
 thread_local! {
@@ -61,47 +62,42 @@ impl WorkerCtx {
         if let Some(t) = self.deque.pop() {
             return Some(t);
         }
+        // Each steal pins crossbeam's epoch (a SeqCst fence): look before stealing, since an
+        // idle worker comes here over and over.
         let shared = &*self.shared;
-        if let Some(t) = steal(|| shared.inboxes[self.index].steal()) {
-            return Some(t);
+        let inbox = &shared.inboxes[self.index];
+        if !inbox.is_empty() {
+            if let Some(t) = steal(|| inbox.steal()) {
+                return Some(t);
+            }
         }
-        if let Some(t) = steal(|| shared.injector.steal_batch_and_pop(&self.deque)) {
-            return Some(t);
+        if !shared.injector.is_empty() {
+            if let Some(t) = steal(|| shared.injector.steal_batch_and_pop(&self.deque)) {
+                return Some(t);
+            }
         }
         let n = shared.stealers.len();
         (1..n)
-            .map(|k| (self.index + k) % n)
-            .find_map(|v| steal(|| shared.stealers[v].steal()))
+            .map(|k| &shared.stealers[(self.index + k) % n])
+            .filter(|s| !s.is_empty())
+            .find_map(|s| steal(|| s.steal()))
     }
 
     /// Runs the ready vertices of the subgraph instances in flight on this worker. Returns
     /// whether it ran any.
     fn poll_compiled(&self) -> bool {
-        if self.active.borrow().is_empty() {
-            return false;
-        }
-        // Taken out while polling: a vertex may wait on an event, and the wait polls again.
-        let mut list = std::mem::take(&mut *self.active.borrow_mut());
-        let mut ran = false;
-        list.retain_mut(|(inst, head)| {
-            let (progress, done) = inst.poll(self.index, head);
-            ran |= progress;
-            !done
-        });
-        let mut active = self.active.borrow_mut();
-        list.append(&mut active);
-        *active = list;
-        ran
+        self.actors.poll(&self.shared, self.index)
     }
 
     /// Whether a subgraph instance is in flight on this worker: it then never parks.
     fn compiled_in_flight(&self) -> bool {
-        !self.active.borrow().is_empty()
+        self.actors.busy()
     }
 
     fn has_work(&self) -> bool {
         let shared = &*self.shared;
         self.compiled_in_flight()
+            || !shared.external[self.index].is_empty()
             || !self.pinned.borrow().is_empty()
             || !self.deque.is_empty()
             || !shared.inboxes[self.index].is_empty()
@@ -111,9 +107,7 @@ impl WorkerCtx {
     }
 
     fn cancel_own(&self) {
-        for (inst, _) in self.active.borrow_mut().drain(..) {
-            inst.cancel();
-        }
+        self.actors.cancel();
         while let Some(t) = self.pinned.borrow_mut().pop_front() {
             t.cancel();
         }
@@ -133,23 +127,38 @@ fn steal(mut f: impl FnMut() -> Steal<Task>) -> Option<Task> {
     }
 }
 
+/// While compiled work is in flight, the idle loop looks at the task queues once every this
+/// many polls of the mailboxes.
+const QUEUE_LOOK_EVERY: u32 = 16;
+
 /// The body of worker thread `index`.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     shared.idle.register(index, sync::current());
     let ctx = WorkerCtx {
+        actors: Actors::new(shared.stealers.len()),
         shared,
         index,
         deque,
         pinned: RefCell::new(VecDeque::new()),
-        active: RefCell::new(Vec::new()),
     };
     CURRENT.with(|c| c.set(&ctx));
     let shared = &*ctx.shared;
     let mut idle_since: Option<Instant> = None;
+    let mut quiet_polls = 0u32;
     loop {
         if ctx.poll_compiled() {
             idle_since = None;
+            quiet_polls = 0;
             continue;
+        }
+        if ctx.compiled_in_flight() {
+            // The next vertex usually arrives as a message within a few hundred nanoseconds:
+            // watch the mailboxes closely and the queues (costlier to look at) now and then.
+            quiet_polls = quiet_polls.wrapping_add(1);
+            if quiet_polls % QUEUE_LOOK_EVERY != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
         }
         if let Some(t) = ctx.find() {
             idle_since = None;
@@ -203,9 +212,9 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
 
 /// Registers a subgraph instance with the calling worker (run by the instance's activation
 /// task, placed on that worker).
-pub(crate) fn activate(inst: Arc<dyn Active>) {
+pub(crate) fn activate(actor: Box<dyn Active>) {
     with_current(|ctx| {
         let ctx = ctx.expect("activations run on workers");
-        ctx.active.borrow_mut().push((inst, 0));
+        ctx.actors.activate(actor);
     })
 }

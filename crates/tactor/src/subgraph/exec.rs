@@ -1,184 +1,20 @@
-//! Compilation (per-worker layout, counter image) and execution (per-instance counters and
-//! ready rings) of subgraphs.
+//! Execution: an instance's shared part (postconditions, failure) and each worker's private
+//! part, its actor (dependency counters and ready stack).
 //!
-//! Vertices are renumbered so that each worker's vertices are contiguous: worker `w` owns
-//! `seg[w]..seg[w+1]`, its counters sit together, and its ready ring for an instance is the
-//! same range of the instance's `ready` array. Every vertex becomes ready exactly once per
-//! instance, so a ring never overflows: a producer takes a slot with one `fetch_add` on the
-//! ring's tail and stores `vertex + 1`; the owning worker reads slots in order.
+//! A worker's counters are plain integers only it touches. A same-worker edge is a plain
+//! decrement; a cross-worker edge is one message through the runtime's ring from the sending
+//! worker to the receiving one (see `runtime::channel`), which the receiver turns into a
+//! decrement of its own counter. External preconditions arrive from any thread, through the
+//! receiving worker's external queue.
 
-use super::{SubgraphBuilder, SubgraphError, TaskFn};
+use super::compile::Compiled;
 use crate::countdown::Outcome;
 use crate::event::{Event, Notify};
 use crate::failure::{panic_message, Cause, Failure, TaskLabel};
-use crate::runtime::{Handle, Placement};
+use crate::runtime::{Handle, Msg, Outbox, Placement};
 use crate::sync::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use crossbeam_utils::CachePadded;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::{Arc, Mutex};
-
-/// A compiled subgraph: immutable, shared by all its instances.
-pub(crate) struct Compiled<A> {
-    funcs: Vec<TaskFn<A>>,
-    /// Builder index of each vertex, for error messages.
-    original: Vec<u32>,
-    worker_of: Vec<u32>,
-    seg: Vec<u32>,
-    succ_start: Vec<u32>,
-    succ: Vec<u32>,
-    post_start: Vec<u32>,
-    posts_of: Vec<u32>,
-    pre_start: Vec<u32>,
-    pre_targets: Vec<u32>,
-    image: Vec<u32>,
-    post_sources: Vec<u32>,
-    roots: Vec<u32>,
-    workers_used: Vec<usize>,
-}
-
-fn csr(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<u32>, Vec<u32>) {
-    let mut start = vec![0u32; n + 1];
-    for (a, _) in pairs.clone() {
-        start[a as usize + 1] += 1;
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut out = vec![0u32; start[n] as usize];
-    for (a, b) in pairs {
-        out[fill[a as usize] as usize] = b;
-        fill[a as usize] += 1;
-    }
-    (start, out)
-}
-
-impl<A> Compiled<A> {
-    pub(crate) fn new(b: SubgraphBuilder<A>, workers: usize) -> Result<Compiled<A>, SubgraphError> {
-        let n = b.funcs.len();
-        for (t, &w) in b.workers.iter().enumerate() {
-            if w >= workers {
-                return Err(SubgraphError::BadWorker {
-                    task: t as u32,
-                    worker: w,
-                    workers,
-                });
-            }
-        }
-        let task = |t: u32| {
-            if (t as usize) < n {
-                Ok(t)
-            } else {
-                Err(SubgraphError::NoSuchTask(t))
-            }
-        };
-        for &(a, c) in &b.edges {
-            task(a)?;
-            task(c)?;
-            if a == c {
-                return Err(SubgraphError::SelfEdge(a));
-            }
-        }
-        for &(p, t) in &b.pre_edges {
-            task(t)?;
-            if p >= b.pres {
-                return Err(SubgraphError::NoSuchCondition(p));
-            }
-        }
-        for &(t, p) in &b.post_edges {
-            task(t)?;
-            if p >= b.posts {
-                return Err(SubgraphError::NoSuchCondition(p));
-            }
-        }
-        // Renumber: worker-major, builder order within a worker.
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by_key(|&t| (b.workers[t as usize], t));
-        let mut new_id = vec![0u32; n];
-        for (new, &old) in order.iter().enumerate() {
-            new_id[old as usize] = new as u32;
-        }
-        let mut seg = vec![0u32; workers + 1];
-        for &w in &b.workers {
-            seg[w + 1] += 1;
-        }
-        for w in 0..workers {
-            seg[w + 1] += seg[w];
-        }
-        let edges = b
-            .edges
-            .iter()
-            .map(|&(a, c)| (new_id[a as usize], new_id[c as usize]));
-        let (succ_start, succ) = csr(n, edges.clone());
-        let mut image = vec![0u32; n];
-        for (_, c) in edges {
-            image[c as usize] += 1;
-        }
-        // Kahn's algorithm on a copy of the in-degrees: what is never freed lies on a cycle.
-        let mut indeg = image.clone();
-        let mut stack: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
-        let mut seen = 0;
-        while let Some(v) = stack.pop() {
-            seen += 1;
-            for &s in &succ[succ_start[v as usize] as usize..succ_start[v as usize + 1] as usize] {
-                indeg[s as usize] -= 1;
-                if indeg[s as usize] == 0 {
-                    stack.push(s);
-                }
-            }
-        }
-        if seen < n {
-            let v = (0..n).find(|&v| indeg[v] > 0).expect("an unfreed vertex");
-            return Err(SubgraphError::Cycle(order[v]));
-        }
-        let pre_pairs = b.pre_edges.iter().map(|&(p, t)| (p, new_id[t as usize]));
-        let (pre_start, pre_targets) = csr(b.pres as usize, pre_pairs.clone());
-        for (_, t) in pre_pairs {
-            image[t as usize] += 1;
-        }
-        let post_pairs = b.post_edges.iter().map(|&(t, p)| (new_id[t as usize], p));
-        let (post_start, posts_of) = csr(n, post_pairs.clone());
-        let mut post_sources = vec![0u32; b.posts as usize];
-        for (_, p) in post_pairs {
-            post_sources[p as usize] += 1;
-        }
-        let roots = (0..n as u32).filter(|&v| image[v as usize] == 0).collect();
-        let mut funcs: Vec<Option<TaskFn<A>>> = b.funcs.into_iter().map(Some).collect();
-        let funcs = order
-            .iter()
-            .map(|&old| funcs[old as usize].take().expect("each task once"))
-            .collect();
-        let worker_of = order
-            .iter()
-            .map(|&old| b.workers[old as usize] as u32)
-            .collect();
-        let workers_used = (0..workers).filter(|&w| seg[w + 1] > seg[w]).collect();
-        Ok(Compiled {
-            funcs,
-            original: order,
-            worker_of,
-            seg,
-            succ_start,
-            succ,
-            post_start,
-            posts_of,
-            pre_start,
-            pre_targets,
-            image,
-            post_sources,
-            roots,
-            workers_used,
-        })
-    }
-
-    pub(crate) fn tasks(&self) -> usize {
-        self.funcs.len()
-    }
-
-    fn preconditions(&self) -> usize {
-        self.pre_start.len() - 1
-    }
-}
 
 /// The events of one instance.
 #[derive(Clone, Debug)]
@@ -189,13 +25,12 @@ pub struct Instance {
     pub postconditions: Vec<Event>,
 }
 
-/// One instance in flight: its own counters and rings, and its argument.
+/// What all workers share of one instance in flight.
 pub(crate) struct State<A> {
     graph: Arc<Compiled<A>>,
+    handle: Handle,
+    id: u32,
     args: A,
-    counters: Box<[AtomicU32]>,
-    ready: Box<[AtomicU32]>,
-    tails: Box<[CachePadded<AtomicU32>]>,
     post_left: Box<[AtomicU32]>,
     posts: Vec<Event>,
     completion: Event,
@@ -206,11 +41,18 @@ pub(crate) struct State<A> {
     instantiated_at: &'static Location<'static>,
 }
 
-/// What a worker needs of an instance it takes part in, with the argument type erased.
-pub(crate) trait Active: Send + Sync {
-    /// Runs the vertices of worker `w` that are ready, reading its ring from `*head`. Returns
-    /// whether it ran any, and whether the worker's part of the instance is complete.
-    fn poll(&self, w: usize, head: &mut u32) -> (bool, bool);
+/// A subgraph instance as one worker sees it (its actor), with the argument type erased.
+pub(crate) trait Active {
+    /// The instance's id in messages.
+    fn id(&self) -> u32;
+    /// One predecessor of vertex `v` (this worker's) is done. Returns whether `v` became ready.
+    fn arrive(&mut self, v: u32) -> bool;
+    /// Whether a vertex is ready to run.
+    fn has_ready(&self) -> bool;
+    /// Runs the ready vertices, and those they make ready on this worker; sends the messages
+    /// they owe other workers. Returns whether it ran any, and whether this worker's part of
+    /// the instance is done.
+    fn run(&mut self, out: &Outbox<'_>) -> (bool, bool);
     /// The runtime shut down: poison the instance and trigger its events.
     fn cancel(&self);
 }
@@ -218,18 +60,15 @@ pub(crate) trait Active: Send + Sync {
 impl<A> State<A> {
     pub(crate) fn new(
         graph: &Arc<Compiled<A>>,
+        handle: &Handle,
         args: A,
         instantiated_at: &'static Location<'static>,
     ) -> State<A> {
-        let n = graph.tasks();
         State {
             graph: graph.clone(),
+            handle: handle.clone(),
+            id: handle.take_id(),
             args,
-            counters: graph.image.iter().map(|&c| AtomicU32::new(c)).collect(),
-            ready: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            tails: (0..graph.seg.len() - 1)
-                .map(|_| CachePadded::new(AtomicU32::new(0)))
-                .collect(),
             post_left: graph
                 .post_sources
                 .iter()
@@ -245,18 +84,6 @@ impl<A> State<A> {
             failure: Mutex::new(None),
             instantiated_at,
         }
-    }
-
-    /// Queues the vertices that wait for nothing.
-    pub(crate) fn start(&self) {
-        for &r in &self.graph.roots {
-            self.push_ready(r);
-        }
-    }
-
-    #[cfg(loom)]
-    pub(crate) fn completion(&self) -> &Event {
-        &self.completion
     }
 
     fn fail(&self, f: Arc<Failure>) {
@@ -276,44 +103,19 @@ impl<A> State<A> {
         }
     }
 
-    /// Vertex `v` may run: queue it on its worker's ring.
-    fn push_ready(&self, v: u32) {
-        let w = self.graph.worker_of[v as usize] as usize;
-        let slot = self.tails[w].fetch_add(1, Ordering::Relaxed);
-        // Release: the vertex's inputs (written before the decrements that made it ready)
-        // happen-before the owner's Acquire load of the slot.
-        self.ready[(self.graph.seg[w] + slot) as usize].store(v + 1, Ordering::Release);
-    }
-
-    fn arrive(&self, v: u32) {
-        if self.counters[v as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.push_ready(v);
-        }
-    }
-
-    fn run_vertex(&self, v: u32) {
+    fn signal_posts(&self, v: u32) {
         let g = &*self.graph;
-        if !self.failed.load(Ordering::Relaxed) {
-            let f = &g.funcs[v as usize];
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&self.args))) {
-                self.fail(Arc::new(Failure::Task {
-                    task: TaskLabel {
-                        name: Some(format!("subgraph task {}", g.original[v as usize])),
-                        launched_at: self.instantiated_at,
-                    },
-                    cause: Cause::Panicked(panic_message(p.as_ref())),
-                }));
-            }
-        }
-        let (a, b) = (g.succ_start[v as usize], g.succ_start[v as usize + 1]);
-        for &s in &g.succ[a as usize..b as usize] {
-            self.arrive(s);
-        }
         let (a, b) = (g.post_start[v as usize], g.post_start[v as usize + 1]);
         for &p in &g.posts_of[a as usize..b as usize] {
             if self.post_left[p as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
                 let _ = self.posts[p as usize].state().trigger(self.outcome());
             }
+        }
+    }
+
+    fn worker_done(&self) {
+        if self.workers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finish();
         }
     }
 
@@ -328,27 +130,6 @@ impl<A> State<A> {
         }
         let _ = self.completion.state().trigger(outcome);
     }
-}
-
-impl<A: Send + Sync + 'static> Active for State<A> {
-    fn poll(&self, w: usize, head: &mut u32) -> (bool, bool) {
-        let (start, end) = (self.graph.seg[w], self.graph.seg[w + 1]);
-        let mut ran = false;
-        while start + *head < end {
-            let v = self.ready[(start + *head) as usize].load(Ordering::Acquire);
-            if v == 0 {
-                break;
-            }
-            *head += 1;
-            ran = true;
-            self.run_vertex(v - 1);
-        }
-        let done = start + *head == end;
-        if done && self.workers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.finish();
-        }
-        (ran, done)
-    }
 
     fn cancel(&self) {
         self.fail(Arc::new(Failure::Task {
@@ -359,6 +140,123 @@ impl<A: Send + Sync + 'static> Active for State<A> {
             cause: Cause::Cancelled,
         }));
         self.finish();
+    }
+}
+
+impl<A> Drop for State<A> {
+    fn drop(&mut self) {
+        // Every actor and subscription of the instance held an `Arc` of this state: the id is
+        // in no table and no ring any more.
+        self.handle.give_back_id(self.id);
+    }
+}
+
+/// Worker `w`'s actor for one instance: only that worker touches it.
+pub(crate) struct Cursor<A> {
+    state: Arc<State<A>>,
+    /// First vertex of this worker: counter `i` belongs to vertex `base + i`.
+    base: u32,
+    counters: Vec<u32>,
+    ready: Vec<u32>,
+    left: u32,
+}
+
+impl<A> Cursor<A> {
+    pub(crate) fn new(state: Arc<State<A>>, w: usize) -> Cursor<A> {
+        let g = &*state.graph;
+        let (a, b) = (g.seg[w], g.seg[w + 1]);
+        let counters = g.image[a as usize..b as usize].to_vec();
+        let mut ready = Vec::with_capacity((b - a) as usize);
+        // Reversed, so that the stack hands out roots in builder order.
+        ready.extend((a..b).rev().filter(|&v| counters[(v - a) as usize] == 0));
+        Cursor {
+            state,
+            base: a,
+            counters,
+            ready,
+            left: b - a,
+        }
+    }
+
+    fn run_vertex(&mut self, v: u32, out: &Outbox<'_>) {
+        let Cursor {
+            state,
+            base,
+            counters,
+            ready,
+            left,
+        } = self;
+        let g = &*state.graph;
+        if !state.failed.load(Ordering::Relaxed) {
+            let f = &g.funcs[v as usize];
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&state.args))) {
+                state.fail(Arc::new(Failure::Task {
+                    task: TaskLabel {
+                        name: Some(format!("subgraph task {}", g.original[v as usize])),
+                        launched_at: state.instantiated_at,
+                    },
+                    cause: Cause::Panicked(panic_message(p.as_ref())),
+                }));
+            }
+        }
+        let (a, l, b) = (
+            g.succ_start[v as usize] as usize,
+            g.local_start[v as usize] as usize,
+            g.succ_start[v as usize + 1] as usize,
+        );
+        // Messages first: their receivers may be waiting.
+        for &s in &g.succ[a..l] {
+            let m = Msg {
+                id: state.id,
+                vertex: s,
+            };
+            out.send(g.worker_of[s as usize] as usize, m);
+        }
+        for &s in &g.succ[l..b] {
+            arrive(counters, ready, *base, s);
+        }
+        state.signal_posts(v);
+        *left -= 1;
+        if *left == 0 {
+            state.worker_done();
+        }
+    }
+}
+
+/// One predecessor of vertex `v` is done; returns whether `v` became ready.
+fn arrive(counters: &mut [u32], ready: &mut Vec<u32>, base: u32, v: u32) -> bool {
+    let c = &mut counters[(v - base) as usize];
+    *c -= 1;
+    if *c == 0 {
+        ready.push(v);
+    }
+    *c == 0
+}
+
+impl<A> Active for Cursor<A> {
+    fn id(&self) -> u32 {
+        self.state.id
+    }
+
+    fn arrive(&mut self, v: u32) -> bool {
+        arrive(&mut self.counters, &mut self.ready, self.base, v)
+    }
+
+    fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    fn run(&mut self, out: &Outbox<'_>) -> (bool, bool) {
+        let mut ran = false;
+        while let Some(v) = self.ready.pop() {
+            ran = true;
+            self.run_vertex(v, out);
+        }
+        (ran, self.left == 0)
+    }
+
+    fn cancel(&self) {
+        self.state.cancel();
     }
 }
 
@@ -376,7 +274,13 @@ impl<A: Send + Sync + 'static> Notify for Pre<A> {
         let g = &*self.state.graph;
         let (a, b) = (g.pre_start[self.index], g.pre_start[self.index + 1]);
         for &v in &g.pre_targets[a as usize..b as usize] {
-            self.state.arrive(v);
+            let m = Msg {
+                id: self.state.id,
+                vertex: v,
+            };
+            self.state
+                .handle
+                .send_external(g.worker_of[v as usize] as usize, m);
         }
     }
 }
@@ -393,14 +297,14 @@ impl<A: Send + Sync + 'static> Notify for FinishWhen<A> {
     }
 }
 
-/// Registers an instance with the worker it runs on; cancels the instance if dropped unrun
-/// (the runtime shut down before the worker got to it).
-struct Activation(Option<Arc<dyn Active>>);
+/// Starts an instance's actor on its worker; cancels the instance if dropped unrun (the
+/// runtime shut down before the worker got to it).
+struct Activation<A>(Option<Arc<State<A>>>);
 
-impl Drop for Activation {
+impl<A> Drop for Activation<A> {
     fn drop(&mut self) {
-        if let Some(a) = self.0.take() {
-            a.cancel();
+        if let Some(s) = self.0.take() {
+            s.cancel();
         }
     }
 }
@@ -419,20 +323,18 @@ pub(crate) fn instantiate<A: Send + Sync + 'static>(
         graph.preconditions(),
         preconditions.len()
     );
-    let n = graph.tasks();
-    let state = Arc::new(State::new(graph, args, Location::caller()));
+    let state = Arc::new(State::new(graph, handle, args, Location::caller()));
     let out = Instance {
         completion: state.completion.clone(),
         postconditions: state.posts.clone(),
     };
-    if n == 0 {
+    if graph.tasks() == 0 {
         // Nothing to run: the instance is done when its preconditions are.
         Event::merge(preconditions)
             .state()
             .subscribe(Arc::new(FinishWhen(state)));
         return out;
     }
-    state.start();
     for (index, e) in preconditions.iter().enumerate() {
         e.state().subscribe(Arc::new(Pre {
             state: state.clone(),
@@ -442,7 +344,8 @@ pub(crate) fn instantiate<A: Send + Sync + 'static>(
     for &w in &graph.workers_used {
         let mut act = Activation(Some(state.clone()));
         handle.launch(Placement::Worker(w), &[], move || {
-            crate::runtime::activate(act.0.take().expect("activated once"));
+            let state = act.0.take().expect("activated once");
+            crate::runtime::activate(Box::new(Cursor::new(state, w)));
         });
     }
     out

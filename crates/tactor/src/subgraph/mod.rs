@@ -4,10 +4,13 @@
 //! [`SubgraphBuilder`] collects tasks (a worker and a function of the per-instantiation
 //! argument), edges between them, and external pre- and postconditions. [`compile`] checks the
 //! graph (indices, cycles) and lays it out per worker: each worker's vertices, their flattened
-//! successor lists, and an image of the initial dependency counters. [`Subgraph::instantiate`]
-//! copies the counter image, queues the roots and returns events; from then on workers run
-//! ready vertices inline and decrement successors' counters — one atomic operation and at most
-//! one push per edge, no event or task object per vertex, no allocation per vertex.
+//! successor lists, an image of the initial dependency counters, and one mailbox per pair of
+//! workers that an edge crosses. [`Subgraph::instantiate`] returns events and starts one actor
+//! per worker involved, which copies its part of the counter image. From then on each worker
+//! runs its ready vertices inline: a same-worker successor costs a plain decrement of a
+//! counter only that worker touches, a cross-worker successor costs exactly one message (one
+//! store into the pair's mailbox, which the receiver reads in order). No event or task object
+//! per vertex, no atomic read-modify-write per edge, no allocation per vertex.
 //!
 //! **Concurrency between instances.** Every instance has its own counters and ready queues,
 //! so any number of instances of the same subgraph may be in flight at once; the runtime
@@ -17,6 +20,7 @@
 //!
 //! [`compile`]: SubgraphBuilder::compile
 
+pub(crate) mod compile;
 pub(crate) mod exec;
 
 use crate::event::Event;
@@ -59,6 +63,8 @@ pub enum SubgraphError {
     SelfEdge(u32),
     /// The edges form a cycle through this task.
     Cycle(u32),
+    /// More tasks than a subgraph can have (2^31).
+    TooManyTasks(usize),
 }
 
 impl fmt::Display for SubgraphError {
@@ -78,6 +84,9 @@ impl fmt::Display for SubgraphError {
             }
             SubgraphError::SelfEdge(t) => write!(f, "task {t} has an edge to itself"),
             SubgraphError::Cycle(t) => write!(f, "the edges form a cycle through task {t}"),
+            SubgraphError::TooManyTasks(n) => {
+                write!(f, "{n} tasks, but a subgraph has fewer than 2^31")
+            }
         }
     }
 }
@@ -178,7 +187,7 @@ impl<A: Send + Sync + 'static> SubgraphBuilder<A> {
 
     /// Checks the graph and lays it out for the workers of `handle`'s runtime.
     pub fn compile(self, handle: &Handle) -> Result<Subgraph<A>, SubgraphError> {
-        let compiled = exec::Compiled::new(self, handle.workers())?;
+        let compiled = compile::Compiled::new(self, handle.workers())?;
         Ok(Subgraph {
             compiled: Arc::new(compiled),
             handle: handle.clone(),
@@ -188,7 +197,7 @@ impl<A: Send + Sync + 'static> SubgraphBuilder<A> {
 
 /// A compiled, immutable subgraph, instantiated any number of times.
 pub struct Subgraph<A> {
-    compiled: Arc<exec::Compiled<A>>,
+    compiled: Arc<compile::Compiled<A>>,
     handle: Handle,
 }
 

@@ -1,10 +1,11 @@
 //! `compiled`: the graph's repeating body compiled once into a Tactor subgraph (per-worker
-//! actors with atomic dependency counters) and instantiated over and over, each instance
+//! actors with private dependency counters, one message per cross-worker edge) and
+//! instantiated over and over, each instance
 //! chained to the previous one through external conditions — how an iterative application,
 //! or Legion's tracing, would use compiled subgraphs.
 //!
-//! The graph is cut into chunks of timesteps: `[0, 1)`, then `CHUNK` timesteps at a time
-//! (the last chunk may be shorter). Chunks with the same sequence of timestep shapes share one
+//! The graph is cut into chunks of timesteps: `[0, 1)`, then chunks of about `CHUNK_TASKS`
+//! tasks (the last chunk may be shorter). Chunks with the same sequence of timestep shapes share one
 //! compiled subgraph; each instance gets its first timestep as its argument. Graphs whose
 //! shape keeps changing (dom, tree) are compiled whole, as a single chunk.
 //!
@@ -32,8 +33,13 @@ use taskbench_core::validate::TaskError;
 /// Subgraphs compiled from the graph's repeating body, chained instance after instance.
 pub struct Compiled;
 
-/// Timesteps per chunk (even, so every chunk after the first starts on the same row parity).
-const CHUNK: i64 = 32;
+/// Least timesteps per chunk (even, so every chunk after the first starts on the same row
+/// parity).
+const MIN_CHUNK: i64 = 32;
+
+/// Tasks per chunk aimed at: enough that instantiating a chunk (a few microseconds: its
+/// events, subscriptions and one activation per worker) is small against running it.
+const CHUNK_TASKS: i64 = 512;
 
 /// Graphs with more distinct timestep shapes than this are compiled whole.
 const MAX_SHAPES: usize = 16;
@@ -174,10 +180,12 @@ fn chunks(plan: &Plan) -> Vec<(i64, i64)> {
     if plan.shapes() > MAX_SHAPES {
         return vec![(0, steps)];
     }
+    let per_chunk = (CHUNK_TASKS / plan.graph().max_width.max(1)).max(MIN_CHUNK);
+    let per_chunk = per_chunk + per_chunk % 2;
     let mut out = vec![(0, steps.min(1))];
     let mut t = 1;
     while t < steps {
-        let len = CHUNK.min(steps - t);
+        let len = per_chunk.min(steps - t);
         out.push((t, len));
         t += len;
     }

@@ -9,7 +9,7 @@ use std::cell::UnsafeCell;
 /// A row of equally sized byte slots, each on its own cache lines (no false sharing between
 /// points owned by different workers).
 pub struct Slots {
-    data: Box<[UnsafeCell<u8>]>,
+    data: Box<[Block]>,
     count: usize,
     stride: usize,
     bytes: usize,
@@ -19,13 +19,20 @@ pub struct Slots {
 // guarantee that no slot is written while it is read or written elsewhere.
 unsafe impl Sync for Slots {}
 
+/// Slots start on 128-byte boundaries: x86's adjacent-line prefetcher moves lines in pairs,
+/// so two workers' slots in one 128-byte block would still contend.
 const LINE: usize = 64;
+
+#[repr(C, align(64))]
+struct Block([UnsafeCell<u8>; LINE]);
 
 impl Slots {
     /// `count` slots of `bytes` bytes each, zeroed.
     pub fn new(count: usize, bytes: usize) -> Slots {
         let stride = bytes.div_ceil(LINE) * LINE;
-        let data = (0..count * stride).map(|_| UnsafeCell::new(0u8)).collect();
+        let data = (0..count * stride / LINE)
+            .map(|_| Block(std::array::from_fn(|_| UnsafeCell::new(0))))
+            .collect();
         Slots {
             data,
             count,
@@ -50,8 +57,11 @@ impl Slots {
             // Zero-byte slots own no memory; an empty slice needs only an aligned pointer.
             return std::ptr::NonNull::dangling().as_ptr();
         }
-        // `UnsafeCell<u8>` has the layout of `u8`, and writes through `get()` are permitted.
-        self.data[i * self.stride].get()
+        // `Block` is `repr(C)` over `UnsafeCell<u8>`s, which have the layout of `u8`: the
+        // blocks form one contiguous byte array, and writes through `UnsafeCell` are permitted.
+        let base: *const Block = self.data.as_ptr();
+        // SAFETY: `i * stride < count * stride`, the length of the allocation in bytes.
+        UnsafeCell::raw_get(unsafe { base.cast::<UnsafeCell<u8>>().add(i * self.stride) })
     }
 
     /// Reads slot `i`.
@@ -91,6 +101,7 @@ mod tests {
             assert_eq!(s.read(2), &[0u8; 20][..]);
         }
         assert_eq!(s.stride, 64);
+        assert_eq!(s.ptr(1) as usize % 64, 0);
     }
 
     #[test]

@@ -1,0 +1,172 @@
+//! Compiled subgraphs of empty tasks: what an instantiation costs and how many tasks per second
+//! a compiled graph runs, against launching the same graph task by task (part 1's API).
+//!
+//! `cargo run --release -p tactor --example compiled -- [workers] [steps] [reps]`
+//!
+//! - `instantiate`: one instance of a subgraph with one empty task per worker, instantiated
+//!   from a worker after the previous instance completed (so the figure is the whole cost:
+//!   instantiate, activate on every worker, run, complete), per instance.
+//! - `stencil C`: `C` independent chains of a stencil of empty tasks, one point per worker,
+//!   each task after its neighbours of the previous step, compiled `CHUNK` steps per subgraph
+//!   and instances chained through their boundary; ns per task over all chains.
+//! - `launched`: the same single stencil, every task launched with events.
+
+use std::sync::Mutex;
+use std::time::Instant;
+use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const CHUNK: usize = 256;
+
+fn median_spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// `steps` steps of a stencil over one point per worker; the previous instance's last step is
+/// the preconditions, this one's last step the postconditions.
+fn stencil_graph(rt: &Runtime, steps: usize) -> Subgraph<()> {
+    let w = rt.workers();
+    let mut b = SubgraphBuilder::new();
+    let pres: Vec<_> = (0..w).map(|_| b.precondition()).collect();
+    let posts: Vec<_> = (0..w).map(|_| b.postcondition()).collect();
+    let mut prev = Vec::new();
+    for s in 0..steps {
+        let row: Vec<_> = (0..w).map(|p| b.task(p, |_| ())).collect();
+        for (p, &task) in row.iter().enumerate() {
+            for q in p.saturating_sub(1)..(p + 2).min(w) {
+                if s == 0 {
+                    b.wait_for(pres[q], task);
+                } else {
+                    b.edge(prev[q], task);
+                }
+            }
+        }
+        prev = row;
+    }
+    for (&task, &post) in prev.iter().zip(&posts) {
+        b.signal(task, post);
+    }
+    b.compile(rt).expect("a valid subgraph")
+}
+
+/// Runs `chains` chains of `instances` instances each; returns when all completed.
+fn run_chains(rt: &Runtime, graph: &Subgraph<()>, chains: usize, instances: usize) {
+    let w = rt.workers();
+    let done = Mutex::new(Vec::new());
+    rt.scope(|s| {
+        for _ in 0..chains {
+            let done = &done;
+            s.launch(Placement::Any, &[], move |_| {
+                let mut pre = vec![Event::triggered(); w];
+                let mut last = None;
+                for _ in 0..instances {
+                    let inst = graph.instantiate((), &pre);
+                    pre = inst.postconditions;
+                    last = Some(inst.completion);
+                }
+                done.lock().unwrap().extend(last);
+            });
+        }
+    })
+    .unwrap();
+    Event::merge(&done.into_inner().unwrap()).wait().unwrap();
+}
+
+/// `n` instances one after the other, each instantiated when the previous completes.
+fn instantiate_serial(rt: &Runtime, graph: &Subgraph<()>, n: usize) {
+    fn next<'s>(s: &Scope<'s>, graph: &'s Subgraph<()>, left: usize) {
+        if left > 0 {
+            let inst = graph.instantiate((), &[]);
+            s.launch(Placement::Any, &[inst.completion], move |s| {
+                next(s, graph, left - 1)
+            });
+        }
+    }
+    rt.scope(|s| s.launch(Placement::Any, &[], move |s| next(s, graph, n)))
+        .unwrap();
+}
+
+/// The single stencil launched task by task.
+fn launched(rt: &Runtime, steps: usize) {
+    let w = rt.workers();
+    fn drive<'s>(s: &Scope<'s>, prev: Vec<Event>, from: usize, steps: usize) {
+        let w = prev.len();
+        let mut prev = prev;
+        let to = (from + 8).min(steps);
+        for _ in from..to {
+            prev = (0..w)
+                .map(|p| {
+                    let deps = &prev[p.saturating_sub(1)..(p + 2).min(w)];
+                    s.launch(Placement::Worker(p), deps, |_| ())
+                })
+                .collect();
+        }
+        if to < steps {
+            s.launch(Placement::Any, &[], move |s| drive(s, prev, to, steps));
+        }
+    }
+    rt.scope(|s| {
+        let start = vec![Event::triggered(); w];
+        s.launch(Placement::Any, &[], move |s| drive(s, start, 0, steps));
+    })
+    .unwrap();
+}
+
+fn report(name: &str, reps: usize, per_rep: f64, mut f: impl FnMut()) {
+    f(); // warm-up
+    let ns: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_nanos() as f64 / per_rep
+        })
+        .collect();
+    let (med, lo, hi) = median_spread(ns);
+    println!(
+        "{name:<14} {med:>9.1} ns  [{lo:.1}, {hi:.1}]   {:.3e}/s",
+        1e9 / med
+    );
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            a.parse().unwrap_or_else(|_| {
+                eprintln!("error: not a number: {a}");
+                std::process::exit(2)
+            })
+        })
+        .collect();
+    let workers = args.first().copied().unwrap_or(2);
+    let steps = args.get(1).copied().unwrap_or(100_000).max(CHUNK);
+    let reps = args.get(2).copied().unwrap_or(7).max(1);
+    let rt = Runtime::new(workers).expect("starting the runtime");
+    println!("{workers} workers, {steps} steps, median [min, max] of {reps} runs");
+    println!("what           per unit       spread            rate");
+    let single = {
+        let mut b = SubgraphBuilder::new();
+        for w in 0..workers {
+            b.task(w, |_: &()| ());
+        }
+        b.compile(&rt).expect("a valid subgraph")
+    };
+    let n = steps / 10;
+    report("instantiate", reps, n as f64, || {
+        instantiate_serial(&rt, &single, n)
+    });
+    let graph = stencil_graph(&rt, CHUNK);
+    let instances = steps / CHUNK;
+    for chains in [1, 2, 4] {
+        let tasks = (chains * instances * CHUNK * workers) as f64;
+        report(&format!("stencil {chains}"), reps, tasks, || {
+            run_chains(&rt, &graph, chains, instances)
+        });
+    }
+    report("launched", reps, (steps * workers) as f64, || {
+        launched(&rt, steps)
+    });
+}

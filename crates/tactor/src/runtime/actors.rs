@@ -1,0 +1,267 @@
+//! A worker's side of compiled subgraphs: its actors (one per instance in flight on it), its
+//! ends of the message rings, and the loop that delivers messages and runs ready actors.
+//!
+//! User code (a vertex's function) never runs while the worker's actor table is borrowed: the
+//! actor being run is taken out of the table, so that a vertex that waits for an event (and
+//! so polls compiled work again, nested) finds a consistent table. Messages for an actor that
+//! is out, or whose activation has not run yet, wait in the table until it is back.
+
+use super::channel::{Channel, Msg, SendPos};
+use super::Shared;
+use crate::subgraph::Active;
+use std::cell::RefCell;
+
+/// Slots per ring.
+pub(crate) const RING: u32 = 256;
+
+/// Instance ids: small integers, reused lowest-first-freed, so that every worker can index its
+/// table by id instead of hashing.
+#[derive(Default)]
+pub(crate) struct Ids {
+    next: u32,
+    free: Vec<u32>,
+}
+
+impl Ids {
+    pub(crate) fn take(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            self.next = self
+                .next
+                .checked_add(1)
+                .expect("fewer than 2^32 subgraph instances in flight");
+            self.next - 1
+        })
+    }
+
+    pub(crate) fn give_back(&mut self, id: u32) {
+        self.free.push(id);
+    }
+}
+
+#[derive(Default)]
+enum Entry {
+    #[default]
+    Vacant,
+    /// Slot of the actor in `Table::actors` (`None` there while it runs).
+    Active(u32),
+    /// Messages that arrived before the activation.
+    Early(Vec<u32>),
+}
+
+#[derive(Default)]
+struct Table {
+    actors: Vec<Option<Box<dyn Active>>>,
+    free: Vec<u32>,
+    /// By instance id.
+    index: Vec<Entry>,
+    /// Entries that are not vacant.
+    live: usize,
+    /// Slots whose actor has ready vertices (may hold stale or repeated slots).
+    runnable: Vec<u32>,
+    /// Messages for actors that were out running when they arrived: `(slot, vertex)`.
+    held: Vec<(u32, u32)>,
+    /// Per sending worker: how far this worker read its ring.
+    heads: Vec<u32>,
+}
+
+/// What a worker sends: its positions in the rings to every other worker, and messages that
+/// found a ring full.
+#[derive(Default)]
+struct SendState {
+    pos: Vec<SendPos>,
+    backlog: Vec<(usize, Msg)>,
+}
+
+/// The compiled-subgraph state of one worker.
+pub(crate) struct Actors {
+    table: RefCell<Table>,
+    send: RefCell<SendState>,
+}
+
+/// The sending end a running actor uses.
+pub(crate) struct Outbox<'a> {
+    shared: &'a Shared,
+    from: usize,
+    send: &'a RefCell<SendState>,
+}
+
+impl Outbox<'_> {
+    /// Sends `m` to worker `to`, keeping it for later if the ring is full.
+    pub(crate) fn send(&self, to: usize, m: Msg) {
+        let mut s = self.send.borrow_mut();
+        let ch = self.shared.channel(self.from, to);
+        if !ch.try_send(&mut s.pos[to], m) {
+            s.backlog.push((to, m));
+        }
+    }
+}
+
+impl Table {
+    fn entry(&mut self, id: u32) -> &mut Entry {
+        let i = id as usize;
+        if i >= self.index.len() {
+            self.index.resize_with(i + 1, Entry::default);
+        }
+        &mut self.index[i]
+    }
+
+    /// Applies one arrival.
+    fn deliver(&mut self, m: Msg) {
+        match self.entry(m.id) {
+            Entry::Active(slot) => {
+                let slot = *slot;
+                match &mut self.actors[slot as usize] {
+                    Some(a) => {
+                        if a.arrive(m.vertex) {
+                            self.runnable.push(slot);
+                        }
+                    }
+                    None => self.held.push((slot, m.vertex)),
+                }
+            }
+            Entry::Early(v) => v.push(m.vertex),
+            e @ Entry::Vacant => {
+                *e = Entry::Early(vec![m.vertex]);
+                self.live += 1;
+            }
+        }
+    }
+}
+
+impl Actors {
+    pub(crate) fn new(workers: usize) -> Actors {
+        Actors {
+            table: RefCell::new(Table {
+                heads: vec![0; workers],
+                ..Table::default()
+            }),
+            send: RefCell::new(SendState {
+                pos: (0..workers).map(|_| SendPos::default()).collect(),
+                backlog: Vec::new(),
+            }),
+        }
+    }
+
+    /// Whether an instance is in flight here (or messages wait to leave): the worker then
+    /// keeps its core.
+    pub(crate) fn busy(&self) -> bool {
+        self.table.borrow().live > 0 || !self.send.borrow().backlog.is_empty()
+    }
+
+    /// Registers the actor of an instance on this worker.
+    pub(crate) fn activate(&self, mut actor: Box<dyn Active>) {
+        let mut t = self.table.borrow_mut();
+        let t = &mut *t;
+        let id = actor.id();
+        match std::mem::take(t.entry(id)) {
+            Entry::Early(early) => {
+                for v in early {
+                    actor.arrive(v);
+                }
+            }
+            Entry::Vacant => t.live += 1,
+            Entry::Active(_) => unreachable!("instance {id} activated twice on a worker"),
+        }
+        let slot = match t.free.pop() {
+            Some(s) => {
+                t.actors[s as usize] = Some(actor);
+                s
+            }
+            None => {
+                t.actors.push(Some(actor));
+                t.actors.len() as u32 - 1
+            }
+        };
+        *t.entry(id) = Entry::Active(slot);
+        t.runnable.push(slot);
+    }
+
+    /// Moves messages into actors: from the rings of the other workers, from the external
+    /// queue, and those that found a ring full earlier.
+    fn receive(&self, shared: &Shared, me: usize) {
+        {
+            let mut s = self.send.borrow_mut();
+            if !s.backlog.is_empty() {
+                let s = &mut *s;
+                s.backlog
+                    .retain(|&(to, m)| !shared.channel(me, to).try_send(&mut s.pos[to], m));
+            }
+        }
+        let mut t = self.table.borrow_mut();
+        let t = &mut *t;
+        for from in (0..t.heads.len()).filter(|&f| f != me) {
+            let ch = shared.channel(from, me);
+            while let Some(m) = ch.try_recv(&mut t.heads[from]) {
+                t.deliver(m);
+            }
+        }
+        let ext = &shared.external[me];
+        if !ext.is_empty() {
+            while let Some(m) = ext.steal().success() {
+                t.deliver(m);
+            }
+        }
+    }
+
+    /// Delivers messages and runs ready actors until none is ready. Returns whether it ran
+    /// any vertex.
+    pub(crate) fn poll(&self, shared: &Shared, me: usize) -> bool {
+        let out = Outbox {
+            shared,
+            from: me,
+            send: &self.send,
+        };
+        let mut ran = false;
+        loop {
+            self.receive(shared, me);
+            let (slot, mut actor) = {
+                let mut t = self.table.borrow_mut();
+                let Some(slot) = t.runnable.pop() else { break };
+                match t.actors[slot as usize].take() {
+                    Some(a) => (slot, a),
+                    // Stale, or out running further up this stack: it is queued again when
+                    // put back.
+                    None => continue,
+                }
+            };
+            let (progress, done) = actor.run(&out);
+            ran |= progress;
+            let mut t = self.table.borrow_mut();
+            let t = &mut *t;
+            if done {
+                *t.entry(actor.id()) = Entry::Vacant;
+                t.live -= 1;
+                t.free.push(slot);
+                debug_assert!(t.held.iter().all(|&(s, _)| s != slot));
+                continue;
+            }
+            let mut ready = false;
+            t.held.retain(|&(s, v)| {
+                let mine = s == slot;
+                if mine {
+                    ready |= actor.arrive(v);
+                }
+                !mine
+            });
+            if ready || actor.has_ready() {
+                t.runnable.push(slot);
+            }
+            t.actors[slot as usize] = Some(actor);
+        }
+        ran
+    }
+
+    /// Shutdown: cancels every instance with an actor here.
+    pub(crate) fn cancel(&self) {
+        let actors = std::mem::take(&mut self.table.borrow_mut().actors);
+        for a in actors.into_iter().flatten() {
+            a.cancel();
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn channel(&self, from: usize, to: usize) -> &Channel {
+        &self.channels[from * self.stealers.len() + to]
+    }
+}
