@@ -203,9 +203,24 @@ impl Actors {
         }
     }
 
+    /// Nothing to do: no ready actor, no message in, none waiting to go out. The check an idle
+    /// worker repeats while it waits for messages, so it only reads.
+    fn quiet(&self, shared: &Shared, me: usize) -> bool {
+        let t = self.table.borrow();
+        t.runnable.is_empty()
+            && self.send.borrow().backlog.is_empty()
+            && (0..t.heads.len())
+                .filter(|&f| f != me)
+                .all(|f| !shared.channel(f, me).ready(t.heads[f]))
+            && shared.external[me].is_empty()
+    }
+
     /// Delivers messages and runs ready actors until none is ready. Returns whether it ran
     /// any vertex.
     pub(crate) fn poll(&self, shared: &Shared, me: usize) -> bool {
+        if self.quiet(shared, me) {
+            return false;
+        }
         let out = Outbox {
             shared,
             from: me,

@@ -81,6 +81,12 @@ impl Channel {
         true
     }
 
+    /// Whether a message waits at the consumer's position `head`.
+    pub(crate) fn ready(&self, head: u32) -> bool {
+        let word = self.slots[(head & self.mask) as usize].load(Ordering::Relaxed);
+        word & 1 == u64::from(!(head >> self.shift) & 1)
+    }
+
     /// The next message, if one was sent; `head` is the consumer's private position.
     pub(crate) fn try_recv(&self, head: &mut u32) -> Option<Msg> {
         let word = self.slots[(*head & self.mask) as usize].load(Ordering::Acquire);
