@@ -3,9 +3,11 @@
 //!
 //! `cargo run --release -p tactor --example compiled -- [workers] [steps] [reps]`
 //!
-//! - `instantiate`: one instance of a subgraph with one empty task per worker, instantiated
-//!   from a worker after the previous instance completed (so the figure is the whole cost:
-//!   instantiate, activate on every worker, run, complete), per instance.
+//! - `instantiate call`: the `instantiate` call alone, for a subgraph with one empty task per
+//!   worker whose instances all wait for one user event (nothing runs while they are timed).
+//! - `instance round`: one such instance instantiated from a worker after the previous one
+//!   completed: the whole cost (instantiate, activate on every worker, run, complete), per
+//!   instance.
 //! - `stencil C`: `C` independent chains of a stencil of empty tasks, one point per worker,
 //!   each task after its neighbours of the previous step, compiled `CHUNK` steps per subgraph
 //!   and instances chained through their boundary; ns per task over all chains.
@@ -13,7 +15,7 @@
 
 use std::sync::Mutex;
 use std::time::Instant;
-use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder};
+use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, UserEvent};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -155,7 +157,35 @@ fn main() {
         b.compile(&rt).expect("a valid subgraph")
     };
     let n = steps / 10;
-    report("instantiate", reps, n as f64, || {
+    let gated = {
+        let mut b = SubgraphBuilder::new();
+        let gate = b.precondition();
+        for w in 0..workers {
+            let t = b.task(w, |_: &()| ());
+            b.wait_for(gate, t);
+        }
+        b.compile(&rt).expect("a valid subgraph")
+    };
+    let calls: Vec<f64> = (0..reps)
+        .map(|_| {
+            let gate = UserEvent::new();
+            let pre = [gate.event()];
+            let t = Instant::now();
+            let done: Vec<Event> = (0..n)
+                .map(|_| gated.instantiate((), &pre).completion)
+                .collect();
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            gate.trigger().expect("triggered once");
+            Event::merge(&done).wait().expect("instances run");
+            ns
+        })
+        .collect();
+    let (med, lo, hi) = median_spread(calls);
+    println!(
+        "instantiate call {med:>7.1} ns  [{lo:.1}, {hi:.1}]   {:.3e}/s",
+        1e9 / med
+    );
+    report("instance round", reps, n as f64, || {
         instantiate_serial(&rt, &single, n)
     });
     let graph = stencil_graph(&rt, CHUNK);
