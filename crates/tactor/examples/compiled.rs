@@ -10,8 +10,9 @@
 //!   instance.
 //! - `stencil C`: `C` independent chains of a stencil of empty tasks, one point per worker,
 //!   each task after its neighbours of the previous step, compiled `CHUNK` steps per subgraph
-//!   and instances chained through their boundary; ns per task over all chains.
-//! - `launched`: the same single stencil, every task launched with events.
+//!   and instances chained through their boundary; ns per task over all chains. The same
+//!   stencil launched task by task (part 1's API) is the `stencil` shape of the `throughput`
+//!   example.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -89,32 +90,6 @@ fn instantiate_serial(rt: &Runtime, graph: &Subgraph<()>, n: usize) {
     }
     rt.scope(|s| s.launch(Placement::Any, &[], move |s| next(s, graph, n)))
         .unwrap();
-}
-
-/// The single stencil launched task by task.
-fn launched(rt: &Runtime, steps: usize) {
-    let w = rt.workers();
-    fn drive<'s>(s: &Scope<'s>, prev: Vec<Event>, from: usize, steps: usize) {
-        let w = prev.len();
-        let mut prev = prev;
-        let to = (from + 8).min(steps);
-        for _ in from..to {
-            prev = (0..w)
-                .map(|p| {
-                    let deps = &prev[p.saturating_sub(1)..(p + 2).min(w)];
-                    s.launch(Placement::Worker(p), deps, |_| ())
-                })
-                .collect();
-        }
-        if to < steps {
-            s.launch(Placement::Any, &[], move |s| drive(s, prev, to, steps));
-        }
-    }
-    rt.scope(|s| {
-        let start = vec![Event::triggered(); w];
-        s.launch(Placement::Any, &[], move |s| drive(s, start, 0, steps));
-    })
-    .unwrap();
 }
 
 fn report(name: &str, reps: usize, per_rep: f64, mut f: impl FnMut()) {
@@ -196,7 +171,4 @@ fn main() {
             run_chains(&rt, &graph, chains, instances)
         });
     }
-    report("launched", reps, (steps * workers) as f64, || {
-        launched(&rt, steps)
-    });
 }
