@@ -16,19 +16,16 @@
 //! point "the last timestep's task is done"; its postconditions are the same, from its side.
 //! A condition that a chunk does not touch is passed through to the next chunk unchanged.
 
-use super::on_tactor;
+use super::on_tactor::{self, ErrorSlot};
 use super::slots::Slots;
 use super::team::Pass;
 use super::{block_start, check_workers, run_task, RunConfig, RunError, System};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, SubgraphTask};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
-use taskbench_core::validate::TaskError;
 
 /// Subgraphs compiled from the graph's repeating body, chained instance after instance.
 pub struct Compiled;
@@ -51,15 +48,9 @@ struct Data {
     error: Arc<ErrorSlot>,
 }
 
-#[derive(Default)]
-struct ErrorSlot {
-    error: Mutex<Option<TaskError>>,
-    failed: AtomicBool,
-}
-
 impl Data {
     fn run_point(&self, t: i64, p: i64) {
-        if self.error.failed.load(Ordering::Relaxed) {
+        if self.error.failed() {
             return;
         }
         let (row, prev) = (
@@ -79,9 +70,7 @@ impl Data {
         // task; its next writer comes after this task.
         let input = |d: i64| unsafe { prev.read(d as usize) };
         if let Err(e) = run_task(&self.plan, t, p, out, scratch, input) {
-            let mut slot = self.error.error.lock().unwrap_or_else(|p| p.into_inner());
-            slot.get_or_insert(e);
-            self.error.failed.store(true, Ordering::Relaxed);
+            self.error.record(e);
         }
     }
 }
@@ -318,10 +307,7 @@ impl System for Compiled {
             .cloned()
             .map(|g| GraphRun::new(&rt, Plan::new(g), &error))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut last = None;
-        for _pass in 0..2 {
-            let before = on_tactor::executed(&rt)?;
-            let start = Instant::now();
+        on_tactor::passes(&rt, &error, || {
             // Instantiated from workers, so the launching thread does not compete with them
             // for the cores.
             let chains: Vec<Mutex<Chain>> = graphs.iter().map(|g| Mutex::new(g.chain())).collect();
@@ -340,16 +326,7 @@ impl System for Compiled {
             let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
             Event::merge(&done)
                 .wait()
-                .map_err(|e| RunError::Runtime(e.to_string()))?;
-            let elapsed = start.elapsed();
-            if let Some(e) = error.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                return Err(RunError::Validation(e));
-            }
-            last = Some(Pass {
-                elapsed,
-                tasks: on_tactor::executed(&rt)? - before,
-            });
-        }
-        Ok(last.expect("two passes ran"))
+                .map_err(|e| RunError::Runtime(e.to_string()))
+        })
     }
 }

@@ -14,18 +14,14 @@
 //! placed anywhere: the worker that makes a task ready queues it, and an idle worker steals it
 //! (measured 5–10 % faster than pinning points by the block distribution, at `-iter 512`).
 
-use super::on_tactor;
+use super::on_tactor::{self, ErrorSlot};
 use super::slots::Slots;
 use super::team::Pass;
 use super::{check_workers, run_task, RunConfig, RunError, System};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
 use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
-use taskbench_core::validate::TaskError;
 
 /// One launched task per point, ordered only by events.
 pub struct Tasks;
@@ -42,8 +38,7 @@ struct Graph {
 /// What the tasks of one pass share.
 struct Shared<'a> {
     graphs: &'a [Graph],
-    error: Mutex<Option<TaskError>>,
-    failed: AtomicBool,
+    error: ErrorSlot,
 }
 
 /// The events the driver still needs, per graph.
@@ -90,7 +85,7 @@ impl Graph {
 impl<'a> Shared<'a> {
     /// The body of task `(t, p)` of graph `gi`.
     fn run_point(&self, gi: usize, t: i64, p: i64) {
-        if self.failed.load(Ordering::Relaxed) {
+        if self.error.failed() {
             return;
         }
         let g = &self.graphs[gi];
@@ -108,11 +103,7 @@ impl<'a> Shared<'a> {
         // of this task; its next writer waits for this task.
         let input = |d: i64| unsafe { prev.read(d as usize) };
         if let Err(e) = run_task(&g.plan, t, p, out, scratch, input) {
-            self.error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(e);
-            self.failed.store(true, Ordering::Relaxed);
+            self.error.record(e);
         }
     }
 
@@ -186,7 +177,7 @@ fn drive<'s>(
             }
         }
     }
-    if to < steps && !sh.failed.load(Ordering::Relaxed) {
+    if to < steps && !sh.error.failed() {
         s.launch(Placement::Any, &[], move |s| {
             drive(sh, s, to, steps, frontiers)
         });
@@ -218,30 +209,17 @@ impl System for Tasks {
             .unwrap_or(0);
         let sh = Shared {
             graphs: &graphs,
-            error: Mutex::new(None),
-            failed: AtomicBool::new(false),
+            error: ErrorSlot::default(),
         };
-        let mut last = None;
-        for _pass in 0..2 {
-            let before = on_tactor::executed(&rt)?;
+        let sh = &sh;
+        on_tactor::passes(&rt, &sh.error, || {
             let frontiers = graphs.iter().map(Graph::frontier).collect();
-            let start = Instant::now();
-            let sh = &sh;
             rt.scope(|s| {
                 s.launch(Placement::Any, &[], move |s| {
                     drive(sh, s, 0, steps, frontiers)
                 });
             })
-            .map_err(|e| RunError::Runtime(e.to_string()))?;
-            let elapsed = start.elapsed();
-            if let Some(e) = sh.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                return Err(RunError::Validation(e));
-            }
-            last = Some(Pass {
-                elapsed,
-                tasks: on_tactor::executed(&rt)? - before,
-            });
-        }
-        Ok(last.expect("two passes ran"))
+            .map_err(|e| RunError::Runtime(e.to_string()))
+        })
     }
 }
