@@ -28,6 +28,12 @@ fn dropping_runtimes_joins_every_worker() {
             });
         }
         drop(rt);
+        // A joined thread can stay listed in /proc for a moment after `pthread_join`
+        // returns (the kernel reaps it just after waking the joiner): allow it a second.
+        let t = std::time::Instant::now();
+        while threads() != before && t.elapsed() < std::time::Duration::from_secs(1) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         assert_eq!(threads(), before);
         drop(u);
     }
