@@ -29,7 +29,7 @@ pub fn share<T: ?Sized>(value: &T) {
 const LINE: usize = 64;
 
 #[inline(always)]
-pub(crate) fn demote(p: *const u8) {
+fn demote(p: *const u8) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: CLDEMOTE is a hint: it neither reads nor writes memory as far as the program
     // can observe, raises no fault on any address, and is encoded in the reserved-NOP space
