@@ -10,7 +10,7 @@
 
 use super::slots::Slots;
 use super::team::{run_passes, Pass};
-use super::{block_start, check_workers, run_shared_task, RunConfig, RunError, System};
+use super::{block_start, check_workers, run_task, RunConfig, RunError, System};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicI64, Ordering};
 use taskbench_core::app::App;
@@ -143,7 +143,7 @@ impl System for Bsp {
                         // at `t+1` only after seeing this worker finish `t`.
                         let input = |d: i64| unsafe { prev.read(d as usize) };
                         let sc = &mut scratch[(p - first) as usize];
-                        if let Err(e) = run_shared_task(plan, t, p, out, sc, input) {
+                        if let Err(e) = run_task(plan, t, p, out, sc, input) {
                             return team.fail(e);
                         }
                     }

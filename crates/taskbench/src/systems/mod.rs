@@ -111,8 +111,10 @@ pub fn run_task<'a>(
 
 /// [`run_task`] for systems whose outputs are read by other workers: once written, the output
 /// is pushed toward the shared cache ([`tactor::hint::share`]), so that a consumer on another
-/// core misses there instead of snooping this core. Measured on the 2-core Xeon VM at small
-/// tasks: 2 % off `compiled`'s time per stencil step, 5 % per 4×nearest step, `bsp` unchanged.
+/// core misses there instead of snooping this core. Used by `tasks` and `compiled`; `bsp`, the
+/// plain twin of MPI, does not (it gained nothing). Measured on the 2-core Xeon VM with
+/// `scripts/ab.sh` (`compiled`, median of 9): 4×nearest 13 % faster per step, stencil within
+/// noise; `bsp` stencil 3–7 % slower with it.
 #[inline]
 pub fn run_shared_task<'a>(
     plan: &Plan,
