@@ -7,6 +7,15 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Failure, Placement, Runtime, SubgraphBuilder, SubgraphError, UserEvent};
 
+/// `normal`, or `miri` under Miri (which runs these tests about a thousand times slower).
+fn scaled<T>(normal: T, miri: T) -> T {
+    if cfg!(miri) {
+        miri
+    } else {
+        normal
+    }
+}
+
 fn rt(n: usize) -> Runtime {
     Runtime::builder().workers(n).pin(false).build().unwrap()
 }
@@ -57,8 +66,8 @@ fn builder_errors_are_named() {
 fn compiled_random_dags_match_dynamic_execution() {
     let rt = rt(2);
     let mut rng = StdRng::seed_from_u64(5);
-    for _ in 0..20 {
-        let n = rng.gen_range(1..200);
+    for _ in 0..scaled(20, 3) {
+        let n = rng.gen_range(1..scaled(200, 24));
         let preds: Vec<Vec<usize>> = (0..n)
             .map(|i| {
                 let mut p: Vec<usize> = (0..rng.gen_range(0..=3.min(i)))
@@ -71,7 +80,7 @@ fn compiled_random_dags_match_dynamic_execution() {
             .collect();
         let workers: Vec<usize> = (0..n).map(|_| rng.gen_range(0..2)).collect();
         // value[i] = instance + sum of predecessors' values (mod 2^64), stamped per instance.
-        let instances = 30u64;
+        let instances = scaled(30u64, 4);
         let compiled_vals = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
         let runs = Arc::new((0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
         let mut b = SubgraphBuilder::<u64>::new();
@@ -153,11 +162,10 @@ fn many_unordered_instances_in_flight() {
         prev = Some(t);
     }
     let g = b.compile(&rt).unwrap();
-    let done: Vec<Event> = (1..=500)
-        .map(|k| g.instantiate(k, &[]).completion)
-        .collect();
+    let n = scaled(500, 12);
+    let done: Vec<Event> = (1..=n).map(|k| g.instantiate(k, &[]).completion).collect();
     Event::merge(&done).wait().unwrap();
-    assert_eq!(hits.load(SeqCst), 16 * (500 * 501 / 2));
+    assert_eq!(hits.load(SeqCst), 16 * (n * (n + 1) / 2));
 }
 
 #[test]
@@ -232,7 +240,7 @@ fn a_compiled_task_may_wait_for_another_instance_on_its_own_worker() {
     // a0 (worker 0) releases instance B and waits for it. B's middle task is on worker 0
     // too, so worker 0 must run it while a0 waits (nested polling), and the message a1 -> a2
     // reaches worker 0 while a0's actor is out running: it must be held, not lost.
-    for _ in 0..200 {
+    for _ in 0..scaled(200, 2) {
         let rt = rt(2);
         let log = Arc::new(Mutex::new(Vec::new()));
         let go = UserEvent::new();

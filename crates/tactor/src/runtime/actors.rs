@@ -197,7 +197,7 @@ impl Actors {
         }
         let ext = &shared.external[me];
         if !ext.is_empty() {
-            while let Some(m) = ext.steal().success() {
+            while let Some(m) = super::worker::steal(|| ext.steal()) {
                 t.deliver(m);
             }
         }

@@ -56,7 +56,7 @@ impl Shared {
     fn cancel_shared_queues(&self) {
         let queues = std::iter::once(&self.injector).chain(self.inboxes.iter().map(|q| &**q));
         for q in queues {
-            while let Some(t) = q.steal().success() {
+            while let Some(t) = worker::steal(|| q.steal()) {
                 t.cancel();
             }
         }

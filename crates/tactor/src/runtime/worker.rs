@@ -117,7 +117,10 @@ impl WorkerCtx {
     }
 }
 
-fn steal(mut f: impl FnMut() -> Steal<Task>) -> Option<Task> {
+/// Steals with `f` until it succeeds or finds the queue empty. `Steal::Retry` only means a
+/// race with another thread: giving up on it could leave an item behind for good (at
+/// shutdown, a task nobody cancels).
+pub(crate) fn steal<T>(mut f: impl FnMut() -> Steal<T>) -> Option<T> {
     loop {
         match f() {
             Steal::Success(t) => return Some(t),

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the code with `unsafe` in it under Miri (the Rust UB checker): Tactor's unit, API and
+# subgraph tests (sizes scaled down under cfg(miri)), Task Bench's unit tests, and a small run
+# of every Task Bench system. Installs nightly's Miri when it is missing.
+#
+# Flags: tree borrows, because crossbeam-epoch (inside crossbeam-deque) breaks the stricter
+# stacked-borrows rules on its own; leaks are ignored because crossbeam-epoch's global
+# collector is never freed by design (our own leaks are caught by the `threads` test and
+# the drop-counting tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  if ! rustup toolchain install nightly --profile minimal --component miri,rust-src; then
+    echo "WARNING: Miri NOT run: the nightly toolchain with Miri could not be installed" >&2
+    exit 3
+  fi
+fi
+export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-tree-borrows -Zmiri-ignore-leaks"
+cargo +nightly miri setup >/dev/null
+cargo +nightly miri test --locked -p tactor --lib --test api --test subgraph
+cargo +nightly miri test --locked -p taskbench --lib
+G="-steps 3 -width 4 -type nearest -radix 3 -kernel compute_bound -iter 2"
+for s in serial bsp tasks compiled; do
+  echo "== miri: taskbench -system $s"
+  # shellcheck disable=SC2086
+  cargo +nightly miri run --locked -q -p taskbench -- $G -and -steps 4 -width 3 -type stencil_1d -system $s -worker 2 |
+    grep -E "^(Elapsed|Total Tasks)"
+done
