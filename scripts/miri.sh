@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! cargo +nightly miri --version >/dev/null 2>&1; then
-  if ! rustup toolchain install nightly --profile minimal --component miri,rust-src; then
+  # An existing nightly only lacks the components; otherwise install a minimal one.
+  if ! rustup component add --toolchain nightly miri rust-src 2>/dev/null &&
+    ! rustup toolchain install nightly --profile minimal --component miri,rust-src; then
     echo "WARNING: Miri NOT run: the nightly toolchain with Miri could not be installed" >&2
     exit 3
   fi
