@@ -10,7 +10,7 @@
 
 use super::slots::Slots;
 use super::team::{run_passes, Pass};
-use super::{block_start, check_workers, run_task, RunConfig, RunError, System};
+use super::{block_owners, block_start, check_workers, run_task, RunConfig, RunError, System};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicI64, Ordering};
 use taskbench_core::app::App;
@@ -34,13 +34,7 @@ impl Graph {
     fn new(plan: Plan, workers: usize) -> Graph {
         let g = plan.graph();
         let width = g.max_width;
-        let owner: Vec<usize> = (0..width)
-            .map(|p| {
-                (0..workers)
-                    .rfind(|&w| block_start(w, workers, width) <= p)
-                    .expect("worker 0 starts at 0")
-            })
-            .collect();
+        let owner = block_owners(workers, width);
         let waits = (0..workers)
             .map(|w| {
                 let mine = block_start(w, workers, width)..block_start(w + 1, workers, width);

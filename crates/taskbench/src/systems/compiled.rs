@@ -19,7 +19,7 @@
 use super::on_tactor::{self, ErrorSlot};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{block_start, check_workers, run_shared_task, RunConfig, RunError, System};
+use super::{block_owners, check_workers, run_shared_task, RunConfig, RunError, System};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, SubgraphTask};
@@ -191,23 +191,8 @@ impl GraphRun {
     fn new(rt: &Runtime, plan: Plan, error: &Arc<ErrorSlot>) -> Result<GraphRun, RunError> {
         let g = plan.graph();
         let width = g.max_width as usize;
-        let scratch = || {
-            let s = Slots::new(width, g.scratch_bytes_per_task);
-            let init = new_scratch(g.scratch_bytes_per_task);
-            for p in 0..width {
-                // SAFETY: no task runs yet; this thread is the only one touching the slots.
-                unsafe { s.write(p).copy_from_slice(&init) };
-            }
-            s
-        };
-        let n = rt.workers();
-        let owner: Vec<usize> = (0..g.max_width)
-            .map(|p| {
-                (0..n)
-                    .rfind(|&w| block_start(w, n, g.max_width) <= p)
-                    .expect("worker 0 starts at 0")
-            })
-            .collect();
+        let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
+        let owner = block_owners(rt.workers(), g.max_width);
         let data = Arc::new(Data {
             rows: [
                 Slots::new(width, g.output_bytes_per_task),

@@ -135,6 +135,17 @@ pub fn block_start(w: usize, n: usize, width: i64) -> i64 {
     (w as i64 * width) / n as i64
 }
 
+/// The worker that owns each of `width` points under [`block_start`]'s distribution.
+pub fn block_owners(workers: usize, width: i64) -> Vec<usize> {
+    (0..width)
+        .map(|p| {
+            (0..workers)
+                .rfind(|&w| block_start(w, workers, width) <= p)
+                .expect("worker 0 starts at 0")
+        })
+        .collect()
+}
+
 fn check_workers(cfg: &RunConfig) -> Result<(), RunError> {
     if cfg.workers == 0 {
         return Err(RunError::Config(

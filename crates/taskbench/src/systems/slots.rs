@@ -19,8 +19,7 @@ pub struct Slots {
 // guarantee that no slot is written while it is read or written elsewhere.
 unsafe impl Sync for Slots {}
 
-/// Slots start on 128-byte boundaries: x86's adjacent-line prefetcher moves lines in pairs,
-/// so two workers' slots in one 128-byte block would still contend.
+/// Slots start on cache-line boundaries, so two workers' slots never share a line.
 const LINE: usize = 64;
 
 #[repr(C, align(64))]
@@ -39,6 +38,16 @@ impl Slots {
             stride,
             bytes,
         }
+    }
+
+    /// `count` slots holding a copy of `init` each (scratch rows start this way).
+    pub fn filled(count: usize, init: &[u8]) -> Slots {
+        let s = Slots::new(count, init.len());
+        for i in 0..count {
+            // SAFETY: `s` is not shared yet; this thread is the only one touching it.
+            unsafe { s.write(i).copy_from_slice(init) };
+        }
+        s
     }
 
     /// Number of slots.

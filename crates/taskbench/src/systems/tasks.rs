@@ -54,15 +54,7 @@ impl Graph {
     fn new(plan: Plan) -> Graph {
         let g = plan.graph();
         let width = g.max_width as usize;
-        let scratch = || {
-            let s = Slots::new(width, g.scratch_bytes_per_task);
-            let init = new_scratch(g.scratch_bytes_per_task);
-            for p in 0..width {
-                // SAFETY: no task runs yet; this thread is the only one touching the slots.
-                unsafe { s.write(p).copy_from_slice(&init) };
-            }
-            s
-        };
+        let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
         Graph {
             rows: [
                 Slots::new(width, g.output_bytes_per_task),
