@@ -289,3 +289,46 @@ fn a_compiled_task_may_wait_for_another_instance_on_its_own_worker() {
         assert!(at("a0") < at("a2") && at("a1") < at("a2"), "{log:?}");
     }
 }
+
+#[test]
+fn a_task_released_mid_instance_runs_before_the_instance_ends() {
+    // Chains of vertices bouncing between the two workers keep both busy with compiled work:
+    // with several chains in flight, a message is nearly always waiting. A task that becomes
+    // ready on worker 0 early on must still run while the chains go on: compiled work must
+    // not starve the task queues.
+    let (chains, n) = (8, scaled(1000, 40));
+    let rt = rt(2);
+    let go = UserEvent::new();
+    let ran = Arc::new(AtomicU32::new(0));
+    let r = ran.clone();
+    let task = rt.launch(Placement::Worker(0), &[go.event()], move || {
+        r.store(1, SeqCst);
+    });
+    let seen_at_end = Arc::new(AtomicU32::new(0));
+    let mut b = SubgraphBuilder::<()>::new();
+    for c in 0..chains {
+        let mut prev = None;
+        for i in 0..n {
+            let (go, ran, seen) = (go.clone(), ran.clone(), seen_at_end.clone());
+            let v = b.task(i % 2, move |_| {
+                if c == 0 && i == 2 {
+                    go.trigger().unwrap();
+                }
+                if i == n - 1 {
+                    seen.fetch_add(ran.load(SeqCst), SeqCst);
+                }
+            });
+            if let Some(p) = prev {
+                b.edge(p, v);
+            }
+            prev = Some(v);
+        }
+    }
+    let graph = b.compile(&rt).unwrap();
+    graph.instantiate((), &[]).completion.wait().unwrap();
+    task.wait().unwrap();
+    assert!(
+        seen_at_end.load(SeqCst) > 0,
+        "the task waited for all {chains} chains of {n} vertices to end"
+    );
+}

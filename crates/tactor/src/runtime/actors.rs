@@ -14,6 +14,9 @@ use std::cell::RefCell;
 /// Slots per ring.
 pub(crate) const RING: u32 = 256;
 
+/// Actor runs per poll at most.
+const POLL_BUDGET: u32 = 16;
+
 /// Instance ids: small integers, reused lowest-first-freed, so that every worker can index its
 /// table by id instead of hashing.
 #[derive(Default)]
@@ -215,8 +218,9 @@ impl Actors {
             && shared.external[me].is_empty()
     }
 
-    /// Delivers messages and runs ready actors until none is ready. Returns whether it ran
-    /// any vertex.
+    /// Delivers messages and runs ready actors until none is ready, or `POLL_BUDGET` actors
+    /// ran (so that the worker gets back to its task queues however busy the rings keep it).
+    /// Returns whether it ran any vertex.
     pub(crate) fn poll(&self, shared: &Shared, me: usize) -> bool {
         if self.quiet(shared, me) {
             return false;
@@ -227,7 +231,7 @@ impl Actors {
             send: &self.send,
         };
         let mut ran = false;
-        loop {
+        for _ in 0..POLL_BUDGET {
             self.receive(shared, me);
             let (slot, mut actor) = {
                 let mut t = self.table.borrow_mut();

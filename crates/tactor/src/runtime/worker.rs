@@ -130,8 +130,10 @@ pub(crate) fn steal<T>(mut f: impl FnMut() -> Steal<T>) -> Option<T> {
     }
 }
 
-/// While compiled work is in flight, the idle loop looks at the task queues once every this
-/// many polls of the mailboxes.
+/// While compiled work is in flight, a worker looks at its task queues once every this many
+/// polls of its mailboxes, busy or not: compiled work must not starve tasks (among them the
+/// activations of other instances, whose vertices would otherwise wait for this instance to
+/// end).
 const QUEUE_LOOK_EVERY: u32 = 16;
 
 /// The body of worker thread `index`.
@@ -147,21 +149,20 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     CURRENT.with(|c| c.set(&ctx));
     let shared = &*ctx.shared;
     let mut idle_since: Option<Instant> = None;
-    let mut quiet_polls = 0u32;
+    let mut polls = 0u32;
     loop {
+        polls = polls.wrapping_add(1);
+        let look = polls % QUEUE_LOOK_EVERY == 0;
         if ctx.poll_compiled() {
             idle_since = None;
-            quiet_polls = 0;
-            continue;
-        }
-        if ctx.compiled_in_flight() {
-            // The next vertex usually arrives as a message within a few hundred nanoseconds:
-            // watch the mailboxes closely and the queues (costlier to look at) now and then.
-            quiet_polls = quiet_polls.wrapping_add(1);
-            if quiet_polls % QUEUE_LOOK_EVERY != 0 {
-                std::hint::spin_loop();
+            if !look {
                 continue;
             }
+        } else if !look && ctx.compiled_in_flight() {
+            // The next vertex usually arrives as a message within a few hundred nanoseconds:
+            // watch the mailboxes closely and the queues (costlier to look at) now and then.
+            std::hint::spin_loop();
+            continue;
         }
         if let Some(t) = ctx.find() {
             idle_since = None;
@@ -200,8 +201,10 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
 pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
     with_current(|ctx| {
         let Some(ctx) = ctx else { return false };
+        let mut polls = 0u32;
         while !done() {
-            if ctx.poll_compiled() {
+            polls = polls.wrapping_add(1);
+            if ctx.poll_compiled() && polls % QUEUE_LOOK_EVERY != 0 {
                 continue;
             }
             match ctx.find() {
