@@ -109,12 +109,18 @@ pub fn run_task<'a>(
     }
 }
 
-/// [`run_task`] for systems whose outputs are read by other workers: once written, the output
-/// is pushed toward the shared cache ([`tactor::hint::share`]), so that a consumer on another
-/// core misses there instead of snooping this core. Used by `tasks` and `compiled`; `bsp`, the
-/// plain twin of MPI, does not (it gained nothing). Measured on the 2-core Xeon VM with
-/// `scripts/ab.sh` (`compiled`, median of 9): 4×nearest 13 % faster per step, stencil within
-/// noise; `bsp` stencil 3–7 % slower with it.
+/// [`run_task`] for systems whose outputs are read by other workers. Before the task, the
+/// output's lines are fetched for writing ([`tactor::hint::claim`]): the reader on another
+/// core holds them from the slot's previous use, and taking them back at the write would hold
+/// up the stores after it (the message that releases the successor) by a cross-core round
+/// trip. Once written, the output is pushed toward the shared cache ([`tactor::hint::share`]),
+/// so that a consumer on another core misses there instead of snooping this core. Used by
+/// `tasks` and `compiled`; `bsp`, the plain twin of MPI, uses neither. Measured on the 2-core
+/// Xeon VM with `scripts/ab.sh` (`compiled`, medians of 9–15 alternated runs):
+/// - `share`: 4×nearest 13 % faster per step, stencil within noise; `bsp` stencil 3–7 % slower;
+/// - `claim`: stencil 20 % faster per step with `-kernel empty`, 9 % at `-iter 64`, 3 % at
+///   `-iter 256`; 4×nearest 4–6 % faster; `bsp` mixed (5 % slower empty, 7 % faster at
+///   `-iter 256`).
 #[inline]
 pub fn run_shared_task<'a>(
     plan: &Plan,
@@ -124,6 +130,7 @@ pub fn run_shared_task<'a>(
     scratch: &mut [u8],
     input: impl Fn(i64) -> &'a [u8],
 ) -> Result<(), TaskError> {
+    tactor::hint::claim(&*output);
     let r = run_task(plan, t, p, &mut *output, scratch, input);
     tactor::hint::share(&*output);
     r

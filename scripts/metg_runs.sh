@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Repeats a METG comparison on this noisy machine and summarises it: METG per system for
+# each run, the median over runs, and per run the ratio of every system's METG to the first
+# system's (so `--system compiled,tasks,bsp` gives tasks/compiled and bsp/compiled).
+# Usage: scripts/metg_runs.sh RUNS OUT_PREFIX METG_ARGS...
+#   e.g. scripts/metg_runs.sh 5 results/stencil --system compiled,tasks,bsp --reps 5 \
+#          -steps 1000 -width 2 -type stencil_1d -kernel compute_bound
+set -euo pipefail
+if [ $# -lt 3 ]; then
+  echo "usage: $0 RUNS OUT_PREFIX METG_ARGS..." >&2
+  exit 2
+fi
+runs=$1 prefix=$2
+shift 2
+case $runs in '' | *[!0-9]*) echo "error: RUNS must be a positive integer, got '$runs'" >&2; exit 2 ;; esac
+bin=${TASKBENCH:-./target/release/taskbench}
+[ -x "$bin" ] || { echo "error: $bin not built (cargo build --release)" >&2; exit 2; }
+dirs=()
+for r in $(seq "$runs"); do
+  out="${prefix}_$r"
+  echo "== run $r of $runs -> $out" >&2
+  "$bin" metg --out "$out" "$@" | grep -E '^(Peak|system|[a-z])' >&2
+  dirs+=("$out")
+done
+python3 - "${dirs[@]}" <<'PY'
+import json, statistics, sys
+runs = [json.load(open(f"{d}/summary.json")) for d in sys.argv[1:]]
+names = [s["name"] for s in runs[0]["systems"]]
+metg = {n: [] for n in names}
+for r in runs:
+    for s in r["systems"]:
+        metg[s["name"]].append(s["metg_us"])
+def fmt(v):
+    return "-" if v is None else f"{v:.2f}"
+print(f"METG(50%) in µs over {len(runs)} runs ({runs[0]['stat']} of {runs[0]['reps']} reps each)")
+print(f"{'system':<10} {'median':>7}  runs")
+for n in names:
+    ok = [v for v in metg[n] if v is not None]
+    med = statistics.median(ok) if ok else None
+    print(f"{n:<10} {fmt(med):>7}  " + " ".join(fmt(v) for v in metg[n]))
+base = names[0]
+for n in names[1:]:
+    ratios = [b / a for a, b in zip(metg[base], metg[n]) if a and b]
+    if ratios:
+        print(f"{n}/{base}: median {statistics.median(ratios):.2f}, min {min(ratios):.2f}, "
+              f"max {max(ratios):.2f}; per run " + " ".join(f"{x:.2f}" for x in ratios))
+PY
