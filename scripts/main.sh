@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs the main job: a METG comparison of every Tactor system on this machine
 # (stencil_1d, width = cores, 1000 steps, compute_bound), printing the table and leaving the
-# raw logs, CSV, JSON summary and plot in results/metg/. Extra arguments go to `taskbench metg`.
+# raw logs, CSV, JSON summary and plot in results/metg/ (three whole sweeps, median and range). Extra arguments go to `taskbench metg`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (https://rustup.rs)" >&2; exit 1; }
@@ -11,5 +11,7 @@ if ! ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 && [ "$(
 fi
 cargo build --release --locked -p taskbench
 cores=$(nproc)
-./target/release/taskbench metg --out results/metg "$@" \
+# Three whole sweeps: the table gives each system's median METG and its range over them,
+# and flags sizes measured under noise (see README, "METG on a noisy machine").
+./target/release/taskbench metg --runs 3 --out results/metg "$@" \
   -steps 1000 -width "$cores" -type stencil_1d -kernel compute_bound

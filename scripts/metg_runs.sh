@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Repeats a METG comparison on this noisy machine and summarises it: METG per system for
+# Repeats a METG comparison on this noisy machine and summarises it (`taskbench metg --runs N`
+# does the same inside one command, with noise flags; this script keeps each run's directory): METG per system for
 # each run, the median over runs, and per run the ratio of every system's METG to the first
 # system's (so `--system compiled,tasks,bsp` gives tasks/compiled and bsp/compiled).
 # Usage: scripts/metg_runs.sh RUNS OUT_PREFIX METG_ARGS...
@@ -12,7 +13,7 @@ if [ $# -lt 3 ]; then
 fi
 runs=$1 prefix=$2
 shift 2
-case $runs in '' | *[!0-9]*) echo "error: RUNS must be a positive integer, got '$runs'" >&2; exit 2 ;; esac
+case $runs in '' | *[!0-9]* | 0 | 0*) echo "error: RUNS must be a positive integer, got '$runs'" >&2; exit 2 ;; esac
 bin=${TASKBENCH:-./target/release/taskbench}
 [ -x "$bin" ] || { echo "error: $bin not built (cargo build --release)" >&2; exit 2; }
 dirs=()
@@ -27,9 +28,12 @@ import json, statistics, sys
 runs = [json.load(open(f"{d}/summary.json")) for d in sys.argv[1:]]
 names = [s["name"] for s in runs[0]["systems"]]
 metg = {n: [] for n in names}
-for r in runs:
+why = {n: [] for n in names}
+for k, r in enumerate(runs, 1):
     for s in r["systems"]:
         metg[s["name"]].append(s["metg_us"])
+        if s["metg_us"] is None:
+            why[s["name"]].append(f"run {k}: {s.get('metg_undefined') or s.get('error') or 'no METG'}")
 def fmt(v):
     return "-" if v is None else f"{v:.2f}"
 print(f"METG(50%) in µs over {len(runs)} runs ({runs[0]['stat']} of {runs[0]['reps']} reps each)")
@@ -38,6 +42,8 @@ for n in names:
     ok = [v for v in metg[n] if v is not None]
     med = statistics.median(ok) if ok else None
     print(f"{n:<10} {fmt(med):>7}  " + " ".join(fmt(v) for v in metg[n]))
+    for w in why[n]:
+        print(f"           undefined in {w}")
 base = names[0]
 for n in names[1:]:
     ratios = [b / a for a, b in zip(metg[base], metg[n]) if a and b]

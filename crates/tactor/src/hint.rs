@@ -25,6 +25,8 @@ pub fn share<T: ?Sized>(value: &T) {
 /// Call it before the work that ends in writing data another worker read earlier, e.g. a
 /// task's output slot that is reused.
 ///
+/// Only the first 4 KiB of a larger value are hinted.
+///
 /// ```
 /// let mut out = [0u64; 3];
 /// tactor::hint::claim(&out);
@@ -38,15 +40,22 @@ pub fn claim<T: ?Sized>(value: &T) {
 
 const LINE: usize = 64;
 
+/// Hints cover at most this many lines (4 KiB): beyond that a hint only evicts or fetches
+/// what the hardware prefetchers handle anyway, and a hint must never cost time in
+/// proportion to a large value.
+const MAX_LINES: usize = 64;
+
 #[inline(always)]
 fn each_line<T: ?Sized>(value: &T, f: impl Fn(*const u8)) {
     let start = value as *const T as *const u8 as usize;
-    let len = std::mem::size_of_val(value);
+    let len = std::mem::size_of_val(value).min(MAX_LINES * LINE);
     if len == 0 {
         return;
     }
+    // A value lies inside the address space, so `start + len` does not overflow.
+    let end = start + len;
     let mut line = start & !(LINE - 1);
-    while line < start + len {
+    while line < end {
         f(line as *const u8);
         line += LINE;
     }

@@ -3,6 +3,7 @@
 
 use crate::error::ConfigError;
 use crate::graph::{check_graph, DependenceType, KernelType, TaskGraph};
+use crate::memory;
 
 /// A flag a system adds to the Task Bench flags (for example `-worker N`).
 #[derive(Clone, Copy, Debug)]
@@ -162,6 +163,7 @@ impl App {
         if app.nodes < 0 {
             return Err(range("-nodes", app.nodes.to_string(), ">= 0"));
         }
+        app.try_totals()?;
         Ok((app, extras))
     }
 
@@ -177,12 +179,43 @@ impl App {
             None => 0,
         };
         validate_graph(&g, period.is_some())?;
+        let planned: u128 = self.graphs.iter().map(TaskGraph::plan_bytes).sum();
+        check_memory(
+            planned.saturating_add(g.plan_bytes()),
+            "planning the graphs",
+        )?;
         if !self.skip_graph_validation {
             check_graph(&g)?;
         }
         self.graphs.push(g);
         Ok(())
     }
+}
+
+/// Refuses `needed` bytes of memory for `what` when the machine does not have them, with one
+/// line that says both.
+///
+/// ```
+/// use taskbench_core::app::check_memory;
+/// assert!(check_memory(1024, "a test").is_ok());
+/// let e = check_memory(u128::MAX, "a test").unwrap_err().to_string();
+/// assert!(e.starts_with("a test would need about "), "{e}");
+/// ```
+pub fn check_memory(needed: u128, what: &str) -> Result<(), ConfigError> {
+    // Without a reading, refuse only what no 64-bit machine can address.
+    let have = memory::available();
+    let limit = have.map_or(u128::from(u64::MAX), u128::from);
+    if needed <= limit {
+        return Ok(());
+    }
+    let has = match have {
+        Some(h) => format!("the machine has {} available", memory::human(h.into())),
+        None => "no 64-bit machine has that much".into(),
+    };
+    Err(ConfigError::TooLarge(format!(
+        "{what} would need about {} of memory, but {has}",
+        memory::human(needed)
+    )))
 }
 
 fn range(flag: &str, shown: String, rule: &str) -> ConfigError {
@@ -257,8 +290,14 @@ pub fn validate_graph(g: &TaskGraph, period_given: bool) -> Result<(), ConfigErr
         DependenceType::Spread | DependenceType::RandomNearest if g.period == 0 => {
             return Err(ConfigError::PeriodRequired(ty.name().into()))
         }
-        DependenceType::Spread if r > 0 && g.period > (w + r - 1) / r => {
-            return Err(ConfigError::PeriodTooLarge { ty: ty.name().into(), max: (w + r - 1) / r })
+        // More dependencies than points: the reference fails its duplicate check, after
+        // looping over every one of them.
+        DependenceType::Spread if r > w => {
+            return Err(range("-radix", r.to_string(), &format!("at most the width ({w}) for spread")))
+        }
+        // ceil(w / r), written so that it cannot overflow.
+        DependenceType::Spread if r > 0 && g.period > (w - 1) / r + 1 => {
+            return Err(ConfigError::PeriodTooLarge { ty: ty.name().into(), max: (w - 1) / r + 1 })
         }
         DependenceType::Stencil1DPeriodic if w < 3 => {
             return Err(ConfigError::WidthTooSmall {
@@ -287,6 +326,10 @@ pub fn validate_graph(g: &TaskGraph, period_given: bool) -> Result<(), ConfigErr
             k.kind
         ))),
         KernelType::MemoryBound if k.samples == 0 => Err(range("-sample", "0".into(), "> 0 for memory_bound")),
+        // The reference asserts this inside the kernel.
+        KernelType::MemoryBound if g.scratch_bytes_per_task == 0 => {
+            Err(range("-scratch", "0".into(), "> 0 for memory_bound"))
+        }
         _ => Ok(()),
     }
 }

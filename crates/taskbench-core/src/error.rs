@@ -46,6 +46,9 @@ pub enum ConfigError {
     /// A type or kernel the reference does not implement, or this build does not support.
     #[error("{0}")]
     NotSupported(String),
+    /// A count or size that does not fit the report's counters or the machine.
+    #[error("{0}")]
+    TooLarge(String),
     /// The graph check found a dependency listed twice or a reverse dependency that does not
     /// mirror a forward one.
     #[error("Graph {graph} fails validation at timestep {timestep}, point {point}: {what}")]

@@ -31,6 +31,7 @@ pub mod app;
 pub mod error;
 pub mod graph;
 pub mod kernel;
+pub mod memory;
 pub mod plan;
 pub mod report;
 pub mod validate;

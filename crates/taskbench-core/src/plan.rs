@@ -6,8 +6,9 @@
 //! each distinct shape is materialised once; looking a task's dependencies up is then O(1), which
 //! matters when tasks last a microsecond.
 
+use crate::graph::KernelType;
 use crate::graph::{Interval, TaskGraph};
-use crate::kernel::SCRATCH_MAGIC;
+use crate::kernel::{scratch_intact, SCRATCH_MAGIC};
 use crate::validate::{TaskError, Violation};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -256,6 +257,16 @@ impl Plan {
             });
         }
         g.kernel.execute(g.graph_index, t, point, scratch);
+        // memory_bound rewrites the scratch: check all of it in the last two tasks of the
+        // point's run of consecutive timesteps (systems that alternate two scratch rows have
+        // each row checked), which costs two passes over the buffer per point per run instead
+        // of one per task.
+        if g.kernel.kind == KernelType::MemoryBound
+            && !(g.contains(t + 1, point) && g.contains(t + 2, point))
+            && !scratch_intact(scratch)
+        {
+            return fail(Violation::ScratchCorrupted);
+        }
         write_output(t, point, output);
         EXECUTED.with(|c| c.set(c.get() + 1));
         Ok(())

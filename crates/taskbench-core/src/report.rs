@@ -2,6 +2,8 @@
 //! after it, byte for byte as the reference prints them.
 
 use crate::app::App;
+use crate::error::ConfigError;
+use crate::graph::KernelType;
 use crate::plan::Plan;
 use std::fmt::Write;
 
@@ -57,33 +59,90 @@ pub struct Totals {
 
 impl App {
     /// Counts tasks, dependencies, FLOPs and bytes of all graphs.
+    ///
+    /// # Panics
+    /// If a count exceeds `i64::MAX`; [`App::parse`] refuses such graphs
+    /// ([`App::try_totals`]), so only a hand-built `App` can get here.
     pub fn totals(&self) -> Totals {
-        let mut tot = Totals::default();
+        self.try_totals()
+            .expect("App::parse refuses graphs whose totals overflow")
+    }
+
+    /// Counts tasks, dependencies, FLOPs and bytes of all graphs, or says which count does
+    /// not fit the report's 64-bit counters. Timesteps of one class
+    /// ([`crate::graph::TaskGraph::timestep_classes`]) have the same tasks and dependencies,
+    /// so the work is proportional to the distinct shapes, not to `-steps` (except for
+    /// `load_imbalance`, whose FLOPs differ per task).
+    pub fn try_totals(&self) -> Result<Totals, ConfigError> {
+        let mut tot = [0i128; 8];
         for g in &self.graphs {
-            let plan = Plan::new(g.clone());
-            let out = g.output_bytes_per_task as i64;
-            let nodes = self.nodes.max(1);
-            let node = |p: i64| p * nodes / g.max_width;
-            for t in 0..g.timesteps {
-                let (off, wid) = (plan.offset(t), plan.width(t));
-                tot.tasks += wid;
+            let out = g.output_bytes_per_task as i128;
+            let nodes = i128::from(self.nodes.max(1));
+            let node = |p: i64| i128::from(p) * nodes / i128::from(g.max_width);
+            let bytes = i128::from(g.kernel.bytes(g.scratch_bytes_per_task));
+            let per_task_flops = g.kernel.kind != KernelType::LoadImbalance;
+            for c in g.timestep_classes() {
+                let (t, n) = (c.first, i128::from(c.count));
+                let (off, wid) = (g.offset_at_timestep(t), g.width_at_timestep(t));
+                let mut class = [0i128; 8];
+                class[0] = i128::from(wid);
+                class[5] = bytes * i128::from(wid);
                 for p in off..off + wid {
-                    tot.flops += g.kernel.flops(g.graph_index, t, p);
-                    tot.bytes += g.kernel.bytes(g.scratch_bytes_per_task);
-                    for &d in plan.deps(t, p) {
-                        tot.deps += 1;
-                        if node(p) == node(d) {
-                            tot.local_deps += 1;
-                            tot.local_transfer += out;
-                        } else {
-                            tot.nonlocal_deps += 1;
-                            tot.nonlocal_transfer += out;
+                    if per_task_flops {
+                        class[4] += i128::from(g.kernel.flops(g.graph_index, t, p));
+                    }
+                    for d in g.filtered_dependencies(t, p) {
+                        class[1] += 1;
+                        let k = if node(p) == node(d) { 2 } else { 3 };
+                        class[k] += 1;
+                        class[k + 4] += out;
+                    }
+                }
+                for (total, v) in tot.iter_mut().zip(class) {
+                    *total = total.saturating_add(v.saturating_mul(n));
+                }
+                if !per_task_flops {
+                    for k in 0..c.count {
+                        let tk = t + k * c.stride;
+                        for p in off..off + wid {
+                            tot[4] += i128::from(g.kernel.flops(g.graph_index, tk, p));
                         }
                     }
                 }
             }
         }
-        tot
+        let names = [
+            "tasks",
+            "dependencies",
+            "local dependencies",
+            "nonlocal dependencies",
+            "FLOPs",
+            "bytes",
+            "local transfer bytes",
+            "nonlocal transfer bytes",
+        ];
+        let mut fit = [0i64; 8];
+        for ((f, v), name) in fit.iter_mut().zip(tot).zip(names) {
+            // i64::MAX itself is refused too: kernels saturate there.
+            *f = i64::try_from(v).ok().filter(|&x| x < i64::MAX).ok_or_else(|| {
+                ConfigError::TooLarge(format!(
+                    "the graphs' total {name} exceed the report's 64-bit counter ({}); use fewer -steps, -width or -iter",
+                    i64::MAX
+                ))
+            })?;
+        }
+        let [tasks, deps, local_deps, nonlocal_deps, flops, bytes, local_transfer, nonlocal_transfer] =
+            fit;
+        Ok(Totals {
+            tasks,
+            deps,
+            local_deps,
+            nonlocal_deps,
+            flops,
+            bytes,
+            local_transfer,
+            nonlocal_transfer,
+        })
     }
 
     /// The configuration display, with per-timestep points and dependencies for `-v` and

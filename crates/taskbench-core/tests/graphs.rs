@@ -202,9 +202,15 @@ fn rules_are_enforced_with_clear_messages() {
         .contains("not supported"));
     // The second graph is checked too, and named by its flags.
     assert!(app("-and -steps 0").is_err());
-    // spread with a radix above the width lists a point twice: caught by the graph check.
+    // spread with a radix above the width would list a point twice: refused up front, and
+    // an absurd radix cannot overflow the period rule.
     let e = app("-type spread -width 2 -radix 3 -period 1").unwrap_err();
-    assert!(e.to_string().contains("appears twice"), "{e}");
+    assert!(e.to_string().contains("-radix 3"), "{e}");
+    let e = app("-type spread -radix 9223372036854775807 -period 1").unwrap_err();
+    assert!(e.to_string().contains("-radix 9223372036854775807"), "{e}");
+    let e = app("-type spread -width 9223372036854775807 -radix 2 -period 9223372036854775807")
+        .unwrap_err();
+    assert!(e.to_string().contains("at most 4611686018427387904"), "{e}");
 }
 
 #[test]

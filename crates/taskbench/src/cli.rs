@@ -4,8 +4,8 @@
 use crate::systems::{self, RunConfig, RunError};
 use std::io::Write;
 use std::process::ExitCode;
-use taskbench_core::app::{App, ExtraFlag};
-use taskbench_core::graph::{DependenceType, KernelType};
+use taskbench_core::app::{check_memory, App, ExtraFlag};
+use taskbench_core::graph::{DependenceType, KernelType, TaskGraph};
 
 /// Flags the systems add to the Task Bench flags.
 pub const SYSTEM_FLAGS: [ExtraFlag; 3] = [
@@ -25,6 +25,19 @@ pub const SYSTEM_FLAGS: [ExtraFlag; 3] = [
 
 /// The system `taskbench` runs when `-system` is not given.
 pub const DEFAULT_SYSTEM: &str = "bsp";
+
+/// Most worker threads one process may ask for: beyond this a run only oversubscribes the
+/// machine's cores, and thread start-up alone takes seconds.
+pub const MAX_WORKERS: usize = 4096;
+
+/// `taskbench --version`: the crate version and the git revision it was built from.
+pub fn version() -> String {
+    format!(
+        "taskbench {} ({})",
+        env!("CARGO_PKG_VERSION"),
+        env!("TASKBENCH_GIT_REVISION")
+    )
+}
 
 /// A failure, with the exit code it maps to.
 #[derive(Debug)]
@@ -74,7 +87,7 @@ fn help() -> String {
          \x20 -nodes N        estimate local/nonlocal dependencies for N nodes in the report\n\
          \x20 -v, -vv         show each timestep's points and dependencies (-vv: and reverse ones)\n\
          \x20 -skip-graph-validation  skip the dependency mirror check before the run\n\
-         \x20 -h              this help\n\n\
+         \x20 -h, --help      this help (--version: the version and git revision)\n\n\
          System flags:\n\
          \x20 -system NAME    the system to run (default {DEFAULT_SYSTEM}; see --list)\n\
          \x20 -worker N       worker threads (default: the number of cores, {})\n\
@@ -104,12 +117,12 @@ pub fn parse_run(args: &[String]) -> Result<(App, Box<dyn systems::System>, RunC
         match flag.as_str() {
             "-system" => name = v,
             "-worker" => {
-                cfg.workers = match v.parse::<usize>() {
-                    Ok(n) if n > 0 => n,
+                cfg.workers = match v.trim().parse::<usize>() {
+                    Ok(n) if n > 0 && n <= MAX_WORKERS => n,
                     _ => {
                         return Err(Failure::usage(format!(
-                            "Invalid flag \"-worker {v}\" must be an integer > 0"
-                        )))
+                        "Invalid flag \"-worker {v}\" must be an integer from 1 to {MAX_WORKERS}"
+                    )))
                     }
                 }
             }
@@ -124,6 +137,14 @@ pub fn parse_run(args: &[String]) -> Result<(App, Box<dyn systems::System>, RunC
             names.join(", ")
         ))
     })?;
+    let plans = app
+        .graphs
+        .iter()
+        .map(TaskGraph::plan_bytes)
+        .fold(0, u128::saturating_add);
+    let needed = plans.saturating_add(system.memory(&app, &cfg));
+    let what = format!("this run (-system {name}, -worker {})", cfg.workers);
+    check_memory(needed, &what).map_err(|e| Failure::usage(e.to_string()))?;
     Ok((app, system, cfg))
 }
 
@@ -165,17 +186,44 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
         code: 1,
     };
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        return out.write_all(help().as_bytes()).map_err(io);
+        return quiet_on_closed_pipe(out.write_all(help().as_bytes()))
+            .map(|_| ())
+            .map_err(io);
+    }
+    if args.iter().any(|a| a == "--version" || a == "-V") {
+        return quiet_on_closed_pipe(writeln!(out, "{}", version()))
+            .map(|_| ())
+            .map_err(io);
     }
     if args.first().map(String::as_str) == Some("--list") {
-        return out.write_all(list().as_bytes()).map_err(io);
+        return quiet_on_closed_pipe(out.write_all(list().as_bytes()))
+            .map(|_| ())
+            .map_err(io);
     }
     let (app, system, cfg) = parse_run(args)?;
-    out.write_all(app.display().as_bytes()).map_err(io)?;
-    out.flush().map_err(io)?;
+    // A reader that went away (`| head -1`) does not stop the run or turn it into an error:
+    // the report is simply not shown.
+    let shown = quiet_on_closed_pipe(
+        out.write_all(app.display().as_bytes())
+            .and_then(|_| out.flush()),
+    )
+    .map_err(io)?;
     let pass = run_checked(system.as_ref(), &app, &cfg)?;
-    out.write_all(app.report_timing(pass.elapsed.as_secs_f64()).as_bytes())
-        .map_err(io)
+    if shown.is_some() {
+        let report = app.report_timing(pass.elapsed.as_secs_f64());
+        quiet_on_closed_pipe(out.write_all(report.as_bytes())).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// `Ok(Some(()))` for a write that worked, `Ok(None)` for one whose reader closed the pipe
+/// (the program then ends quietly, as `cat` does), the error otherwise.
+pub fn quiet_on_closed_pipe(r: std::io::Result<()>) -> std::io::Result<Option<()>> {
+    match r {
+        Ok(()) => Ok(Some(())),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The entry point of the `taskbench` binary.
@@ -186,7 +234,8 @@ pub fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e:#}");
-                ExitCode::from(1)
+                // Bad input is 2, as for the runs; a failed sweep is 1.
+                ExitCode::from(if e.is::<crate::metg::Usage>() { 2 } else { 1 })
             }
         };
     }

@@ -100,3 +100,103 @@ fn nodes_estimate_in_the_report() {
     ));
     assert!(out.contains("  Local Bytes 139392\n  Nonlocal Bytes 9504\n"));
 }
+
+/// Every class of bad input: one line naming the flag or what does not fit, exit code 2,
+/// nothing on stdout, no panic, and quickly (none of these may start a run).
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let max = "9223372036854775807";
+    let cases: &[(&[&str], &str)] = &[
+        (&["-steps", "0"], "-steps 0"),
+        (&["-steps", "nan"], "-steps nan"),
+        (&["-steps", max], "would need about"),
+        (&["-steps", max, "-width", "1"], "would need about"),
+        (&["-width", max], "would need about"),
+        (&["-width", "-1"], "-width -1"),
+        (
+            &["-width", "100000", "-type", "all_to_all"],
+            "would need about",
+        ),
+        (&["-output", max], "would need about"),
+        (
+            &["-output", "4611686018427387904", "-system", "tasks"],
+            "would need about",
+        ),
+        (&["-output", "-16"], "-output -16"),
+        (&["-output", "15"], "-output 15"),
+        (&["-scratch", "12"], "-scratch 12"),
+        (
+            &["-scratch", "9223372036854775800", "-kernel", "memory_bound"],
+            "would need about",
+        ),
+        (&["-kernel", "memory_bound"], "-scratch 0"),
+        (
+            &["-kernel", "memory_bound", "-scratch", "64", "-sample", "0"],
+            "-sample 0",
+        ),
+        (&["-kernel", "compute_bound", "-iter", max], "FLOPs exceed"),
+        (&["-kernel", "nope"], "-kernel nope"),
+        (
+            &["-type", "spread", "-radix", max, "-period", "1"],
+            "-radix 9223372036854775807",
+        ),
+        (
+            &[
+                "-type", "spread", "-width", "5", "-radix", "6", "-period", "1",
+            ],
+            "-radix 6",
+        ),
+        (&["-type", "nearest", "-radix", "-1"], "-radix -1"),
+        (&["-fraction", "nan"], "-fraction nan"),
+        (&["-fraction", "inf"], "-fraction inf"),
+        (&["-imbalance", "3"], "-imbalance"),
+        (&["-nodes", "-2"], "-nodes -2"),
+        (&["-worker", "0"], "-worker 0"),
+        (&["-worker", max], "-worker 9223372036854775807"),
+        (&["-worker", "100000"], "-worker 100000"),
+        (&["-worker", "4096", "-system", "tasks"], "would need about"),
+        (&["-worker", "-1"], "-worker -1"),
+        (&["-system", "nope"], "-system nope"),
+        (&["-steps"], "requires an argument"),
+        (&["--bogus"], "--bogus"),
+    ];
+    for (args, msg) in cases {
+        let start = std::time::Instant::now();
+        let (code, out, err) = taskbench(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "{args:?} took {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+fn version_and_a_closed_pipe() {
+    let (code, out, _) = taskbench(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("taskbench ") && out.contains('('), "{out}");
+    // A reader that goes away after the first line: no error, no panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_taskbench"))
+        .args(["-steps", "200", "-width", "8", "-vv", "-system", "serial"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

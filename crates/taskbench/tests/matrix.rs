@@ -41,7 +41,14 @@ fn graph_flags(
         _ => {}
     }
     f += match kernel {
-        KernelType::MemoryBound => " -iter 6 -scratch 256 -sample 4",
+        // Scratch and sample sizes vary with the width: samples smaller than a word, odd
+        // numbers of words, more samples than words.
+        KernelType::MemoryBound => match width % 4 {
+            0 => " -iter 6 -scratch 256 -sample 4",
+            1 => " -iter 5 -scratch 64",
+            2 => " -iter 7 -scratch 1000 -sample 3",
+            _ => " -iter 9 -scratch 8 -sample 5",
+        },
         KernelType::LoadImbalance => " -iter 16 -imbalance 1.5",
         _ => " -iter 16",
     };
@@ -136,6 +143,30 @@ fn long_graphs_chain_many_instances() {
             .replace("-steps 23", "-steps 70");
         for workers in [1, 2] {
             run_everywhere(&format!("{a} -and {b}"), workers);
+        }
+    }
+}
+
+/// memory_bound over scratch and sample sizes the reference accepts, including samples that
+/// are not a whole number of words: every system keeps every word of the scratch intact
+/// (validation checks all of it at the end of each point's run).
+#[test]
+fn memory_bound_is_exact_for_odd_scratch_and_sample_sizes() {
+    for (scratch, sample) in [
+        (8, 1),
+        (8, 16),
+        (24, 2),
+        (64, 16),
+        (120, 7),
+        (248, 16),
+        (1000, 16),
+        (4104, 13),
+    ] {
+        for iter in [1, 4, 17] {
+            let flags = format!(
+                "-steps 9 -width 3 -type stencil_1d -kernel memory_bound -scratch {scratch} -sample {sample} -iter {iter}"
+            );
+            run_everywhere(&flags, 2);
         }
     }
 }

@@ -161,26 +161,176 @@ fn broken_externals_are_reported_and_the_others_go_on() {
 }
 
 #[test]
-fn bad_sweep_options_are_clear_errors() {
-    let cases: [(&[&str], &str); 4] = [
-        (
-            &["--system", "nope", "-kernel", "compute_bound"],
-            "--system nope",
-        ),
+fn bad_sweep_options_are_one_line_errors_with_exit_code_2() {
+    let k = ["-kernel", "compute_bound"];
+    let cases: &[(&[&str], &str)] = &[
+        (&["--system", "nope"], "--system nope"),
         (&["-kernel", "empty"], "METG needs a kernel"),
+        (&["-iter", "5"], "-iter is set by the sweep"),
+        (&["--reps", "0"], "'0' for '--reps"),
+        (&["--runs", "-3"], "'-3' for '--runs"),
+        (&["--timeout", "nan"], "'nan' for '--timeout"),
+        (&["--timeout", "inf"], "'inf' for '--timeout"),
+        (&["--timeout", "1e30"], "'1e30' for '--timeout"),
+        (&["--timeout", "-1"], "'-1' for '--timeout"),
+        (&["--peak", "0"], "'0' for '--peak"),
+        (&["--peak", "nan"], "'nan' for '--peak"),
+        (&["--peak", "-inf"], "'-inf' for '--peak"),
+        (&["--threshold", "nan"], "'nan' for '--threshold"),
+        (&["--threshold", "7"], "'7' for '--threshold"),
+        (&["--cores", "0"], "'0' for '--cores"),
+        (&["--worker", "99999999999"], "'99999999999' for '--worker"),
+        (&["--max-iter", "0"], "'0' for '--max-iter"),
         (
-            &["-kernel", "compute_bound", "-iter", "5"],
-            "-iter is set by the sweep",
+            &["--min-iter", "9", "--max-iter", "4"],
+            "--min-iter 9 --max-iter 4",
         ),
-        (&["--reps", "0", "-kernel", "compute_bound"], "--reps 0"),
+        (&["--noise", "2"], "'2' for '--noise"),
+        (&["--stat", "mode"], "'mode' for '--stat"),
+        (&["--frobnicate"], "'--frobnicate'"),
+        (
+            &["--external", "a=x", "--external", "a=y"],
+            "two contenders are named \"a\"",
+        ),
+        (&["--external", "'unbalanced"], "--external"),
+        (&["--out", "/proc/version"], "--out /proc/version"),
+        (&["-steps", "-5"], "-steps -5"),
+        (&["-width", "9223372036854775807"], "would need about"),
+        (&["analyze", "x.log", "--cores", "0"], "'0' for '--cores"),
+        (
+            &["analyze", "x.log", "--cores", "nan"],
+            "'nan' for '--cores",
+        ),
+        (
+            &["analyze", "x.log", "--cores", "2", "--threshold", "nan"],
+            "'nan' for '--threshold",
+        ),
+        (
+            &["analyze", "x.log", "--cores", "2", "--peak", "0"],
+            "'0' for '--peak",
+        ),
+        (
+            &["analyze", "x.log", "--cores", "2", "--graphs", "0"],
+            "'0' for '--graphs",
+        ),
+        (&["analyze", "--cores", "2"], "required"),
     ];
     for (args, msg) in cases {
-        let (code, _, stderr) = metg(args);
-        assert_ne!(code, 0, "{args:?}");
+        // The case's own flags come last, so they win over the default kernel.
+        let mut all: Vec<&str> = Vec::new();
+        if args.first() != Some(&"analyze") {
+            all.extend(k);
+        }
+        all.extend(args.iter());
+        let (code, stdout, stderr) = metg(&all);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(stderr.contains(msg), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"));
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
     }
     let (code, _, stderr) = metg(&["analyze", "/nonexistent.log", "--cores", "2"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("could not be read"), "{stderr}");
+    for help in [
+        &["-h"][..],
+        &["--help"],
+        &["analyze", "--help"],
+        &["--version"],
+    ] {
+        let (code, stdout, _) = metg(help);
+        assert_eq!(code, 0, "{help:?}");
+        assert!(
+            stdout.contains("taskbench metg") || stdout.contains("Usage"),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_timeout_kills_the_whole_process_group_of_a_launcher() {
+    // A script that runs its child without exec, as mpirun does: killing only the script
+    // would leave the child holding the output pipe for 300 s.
+    let dir = tmp("group");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("launcher.sh");
+    let marker = format!("taskbench-orphan-{}", std::process::id());
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nsh -c 'sleep 300; echo {marker}'\necho done\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ext = format!("slow={}", script.display());
+    let start = std::time::Instant::now();
+    let (code, _, stderr) = metg(&[
+        "--external",
+        &ext,
+        "--timeout",
+        "1",
+        "--reps",
+        "1",
+        "--max-iter",
+        "4",
+        "--min-iter",
+        "4",
+        "-steps",
+        "4",
+        "-kernel",
+        "compute_bound",
+    ]);
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "waited for the orphan"
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("timed out after 1 s"), "{stderr}");
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 300"])
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&left.stdout);
+    for pid in pids.split_whitespace() {
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(
+            !cmdline.contains(&marker),
+            "orphan {pid} survived: {cmdline}"
+        );
+    }
+}
+
+#[test]
+fn implausible_reports_are_rejected_with_the_reason() {
+    // An external whose report claims 1e-300 s: refused, never the peak.
+    let dir = tmp("fake");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("fake.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n{EXE} \"$@\" -system serial | sed 's/^Elapsed Time .*/Elapsed Time 1.000000e-300 seconds/'\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ext = format!("fake={}", script.display());
+    let mut args = vec![
+        "--system",
+        "bsp",
+        "--external",
+        &ext,
+        "--reps",
+        "1",
+        "--max-iter",
+        "64",
+        "--min-iter",
+        "32",
+    ];
+    args.extend(GRAPH);
+    let (code, stdout, stderr) = metg(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("implausible elapsed time"), "{stderr}");
+    assert!(
+        stdout.contains("(measured: best mean rate of bsp"),
+        "{stdout}"
+    );
 }

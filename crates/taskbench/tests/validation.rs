@@ -1,8 +1,8 @@
 //! Validation catches a system that breaks a dependency: inputs in the wrong order, with the
 //! wrong content (stale or from another point), missing or extra, and corrupted scratch.
 
-use taskbench::systems::run_task;
 use taskbench::systems::team::{run_passes, Team};
+use taskbench::systems::{run_task, RunError};
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
 use taskbench_core::validate::Violation;
@@ -130,5 +130,8 @@ fn a_system_that_reads_stale_outputs_is_stopped() {
         }
     })
     .unwrap_err();
+    let RunError::Validation(err) = err else {
+        panic!("expected a validation failure, got {err}");
+    };
     assert_eq!((err.timestep, err.point), (2, 0), "{err}");
 }

@@ -46,6 +46,12 @@ pub(crate) struct SendPos {
 }
 
 impl Channel {
+    /// Bytes a ring of `capacity` slots occupies, its header included.
+    pub(crate) fn bytes(capacity: u32) -> u128 {
+        (std::mem::size_of::<Channel>() + capacity as usize * std::mem::size_of::<AtomicU64>())
+            as u128
+    }
+
     /// A ring of `capacity` slots (a power of two).
     pub(crate) fn new(capacity: u32) -> Channel {
         assert!(capacity.is_power_of_two(), "ring capacity {capacity}");

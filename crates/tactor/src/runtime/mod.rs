@@ -127,12 +127,45 @@ impl Builder {
         self
     }
 
-    /// Starts the workers.
+    /// An upper bound on the bytes the runtime allocates for `workers` workers before any
+    /// task runs: per worker its queues, and per ordered pair of workers a compiled-subgraph
+    /// message ring, so the total grows with the square of the workers (about 2.3 KiB a pair).
+    /// Saturates instead of overflowing.
+    ///
+    /// ```
+    /// let b = tactor::Runtime::builder().workers(4);
+    /// assert!(b.footprint() > 16 * 2048);
+    /// assert_eq!(tactor::Runtime::builder().workers(usize::MAX).footprint(), u128::MAX);
+    /// ```
+    pub fn footprint(&self) -> u128 {
+        let n = self.workers as u128;
+        let ring = channel::Channel::bytes(actors::RING);
+        let per_worker = 64 * 1024; // deques, inboxes, idle state and a thread's first pages
+        n.saturating_mul(n)
+            .saturating_mul(ring)
+            .saturating_add(n.saturating_mul(per_worker))
+    }
+
+    /// Starts the workers. Fails with `InvalidInput` for 0 workers, `OutOfMemory` when the
+    /// per-pair rings ([`Builder::footprint`]) cannot be allocated, and with the OS error
+    /// when a worker thread cannot be started (the workers already started are stopped).
     pub fn build(self) -> std::io::Result<Runtime> {
         if self.workers == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "a runtime needs at least 1 worker, got 0",
+            ));
+        }
+        let pairs = self.workers.checked_mul(self.workers);
+        let mut table = Vec::new();
+        if pairs.is_none_or(|p| table.try_reserve_exact(p).is_err()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!(
+                    "{} workers need {} message rings, which do not fit in memory",
+                    self.workers,
+                    (self.workers as u128).pow(2)
+                ),
             ));
         }
         let deques: Vec<Worker<Task>> = (0..self.workers).map(|_| Worker::new_fifo()).collect();
@@ -142,13 +175,14 @@ impl Builder {
                 .map(|_| CachePadded::new(Injector::new()))
                 .collect(),
             stealers: deques.iter().map(Worker::stealer).collect(),
-            channels: (0..self.workers * self.workers)
-                .map(|i| {
+            channels: {
+                table.extend((0..self.workers * self.workers).map(|i| {
                     // A worker never messages itself: its rings stay empty.
                     let own = i / self.workers == i % self.workers;
                     channel::Channel::new(if own { 1 } else { actors::RING })
-                })
-                .collect(),
+                }));
+                table.into_boxed_slice()
+            },
             external: (0..self.workers)
                 .map(|_| CachePadded::new(Injector::new()))
                 .collect(),

@@ -5,7 +5,8 @@ use super::{Interval, TaskGraph};
 use crate::error::ConfigError;
 use std::collections::HashSet;
 
-/// Checks every timestep of `g` (each distinct timestep shape once).
+/// Checks every timestep of `g` (each distinct timestep shape once: see
+/// [`TaskGraph::timestep_classes`]).
 ///
 /// ```
 /// use taskbench_core::graph::{check_graph, DependenceType, TaskGraph};
@@ -20,7 +21,7 @@ pub fn check_graph(g: &TaskGraph) -> Result<(), ConfigError> {
     let mut forward: Vec<Vec<i64>> = Vec::new();
     let mut raw: Vec<Interval> = Vec::new();
     let mut tag = 0usize;
-    for t in 0..g.timesteps {
+    for t in g.timestep_classes().into_iter().map(|c| c.first) {
         let (off, wid) = (g.offset_at_timestep(t), g.width_at_timestep(t));
         let (loff, lwid) = (g.offset_at_timestep(t - 1), g.width_at_timestep(t - 1));
         let dset = g.dependence_set_at_timestep(t);

@@ -5,10 +5,12 @@
 
 mod check;
 mod random;
+mod shapes;
 mod types;
 
 pub use check::check_graph;
 pub use random::random_uniform;
+pub use shapes::TimestepClass;
 pub use types::{DependenceType, KernelType};
 
 use crate::kernel::Kernel;

@@ -49,12 +49,12 @@ impl Kernel {
 
     /// FLOPs credited to one task, as the reference counts them.
     pub fn flops(&self, graph_index: i64, t: i64, point: i64) -> i64 {
+        // Saturating: an absurd -iter makes the totals refuse the graph instead of wrapping.
+        let compute = |n: i64| n.saturating_mul(128).saturating_add(64);
         match self.kind {
-            KernelType::ComputeBound => 128 * self.iterations + 64,
-            KernelType::ComputeBound2 => 64 * self.iterations,
-            KernelType::LoadImbalance => {
-                128 * self.imbalanced_iterations(graph_index, t, point) + 64
-            }
+            KernelType::ComputeBound => compute(self.iterations),
+            KernelType::ComputeBound2 => self.iterations.saturating_mul(64),
+            KernelType::LoadImbalance => compute(self.imbalanced_iterations(graph_index, t, point)),
             _ => 0,
         }
     }
@@ -63,7 +63,9 @@ impl Kernel {
     pub fn bytes(&self, scratch_bytes: usize) -> i64 {
         match self.kind {
             KernelType::MemoryBound if self.samples > 0 => {
-                scratch_bytes as i64 * self.iterations / self.samples
+                let b =
+                    scratch_bytes as i128 * i128::from(self.iterations) / i128::from(self.samples);
+                i64::try_from(b).unwrap_or(i64::MAX)
             }
             _ => 0,
         }
@@ -108,25 +110,48 @@ pub fn busy_wait(iterations: i64) -> i64 {
 /// Walks `iterations` samples cyclically from sample `(t * iterations) mod samples`, copying
 /// each sample's first half onto its second half. The working set stays the whole buffer
 /// whatever the iteration count.
+///
+/// The buffer is handled in 8-byte words: it holds one 64-bit value repeated
+/// ([`new_scratch`]), and a copy by whole words keeps every word intact, so validation can
+/// check all of it ([`scratch_intact`]). The reference cuts samples at byte
+/// `scratch / samples` and copies halves of any length, which tears words whenever a sample is
+/// not a multiple of 16 bytes (it only ever checks the first word). Here sample `s` is words
+/// `[s·W/samples, (s+1)·W/samples)` of the `W` words: the samples tile the whole buffer and
+/// differ in size by at most one word. The bytes credited are the reference's
+/// ([`Kernel::bytes`]).
 pub fn memory_bound(scratch: &mut [u8], iterations: i64, samples: i64, t: i64) {
     if samples <= 0 || iterations <= 0 {
         return;
     }
-    let sample_bytes = scratch.len() / samples as usize;
-    let half = sample_bytes / 2;
-    if half == 0 {
-        return;
-    }
-    let mut s = ((t.rem_euclid(samples) as i128 * iterations as i128) % samples as i128) as usize;
+    let words = (scratch.len() / 8) as u128;
+    let n = samples as u128;
+    // u128: s · W can exceed 64 bits for absurd sample counts.
+    let edge = |s: u128| (s * words / n) as usize * 8;
+    let mut s = (t.rem_euclid(samples) as u128 * iterations as u128) % n;
     for _ in 0..iterations {
-        let sample = &mut scratch[s * sample_bytes..(s + 1) * sample_bytes];
-        let (first, second) = sample.split_at_mut(half);
-        second[..half].copy_from_slice(first);
+        let (start, end) = (edge(s), edge(s + 1));
+        let half = (end - start) / 16 * 8;
+        scratch.copy_within(start..start + half, start + half);
         s += 1;
-        if s == samples as usize {
+        if s == n {
             s = 0;
         }
     }
+}
+
+/// Whether every whole word of `scratch` still holds [`SCRATCH_MAGIC`].
+///
+/// ```
+/// use taskbench_core::kernel::{memory_bound, new_scratch, scratch_intact};
+/// let mut s = new_scratch(1000);
+/// memory_bound(&mut s, 37, 16, 5);
+/// assert!(scratch_intact(&s));
+/// s[517] ^= 1;
+/// assert!(!scratch_intact(&s));
+/// ```
+pub fn scratch_intact(scratch: &[u8]) -> bool {
+    let magic = SCRATCH_MAGIC.to_ne_bytes();
+    scratch.chunks_exact(8).all(|w| w == magic)
 }
 
 /// A scratch buffer of `bytes` filled with [`SCRATCH_MAGIC`].
@@ -143,12 +168,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn memory_bound_keeps_the_magic_value() {
-        let mut s = new_scratch(1024);
-        memory_bound(&mut s, 100, 16, 7);
-        for c in s.chunks_exact(8) {
-            assert_eq!(u64::from_ne_bytes(c.try_into().unwrap()), SCRATCH_MAGIC);
+    fn memory_bound_keeps_every_word_for_every_size() {
+        for bytes in (8..=1024).step_by(8) {
+            for samples in [1, 2, 3, 7, 16, 64, 200, 1 << 40] {
+                for iterations in [1, 5, 33] {
+                    let mut s = new_scratch(bytes);
+                    memory_bound(&mut s, iterations, samples, 3);
+                    assert!(scratch_intact(&s), "{bytes} B, {samples} samples");
+                }
+            }
         }
+    }
+
+    #[test]
+    fn memory_bound_touches_the_whole_buffer() {
+        // Each sample's second half is written: mark the buffer and see the marks replaced.
+        let (bytes, samples) = (1000, 16);
+        let mut s = vec![0u8; bytes];
+        s.iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = (i % 251) as u8);
+        let before = s.clone();
+        memory_bound(&mut s, samples, samples, 0);
+        let changed = s.iter().zip(&before).filter(|(a, b)| a != b).count();
+        assert!(changed > bytes / 3, "{changed} of {bytes} bytes changed");
     }
 
     #[test]

@@ -2,148 +2,81 @@
 //! program; `taskbench metg analyze` computes METG from existing logs.
 
 pub mod analyze;
+mod args;
+mod noise;
 mod output;
+mod process;
 pub mod sweep;
 
+pub use args::Usage;
+
 use analyze::{analyze_text, metg, points, Analysis, Params, Peak, Stat};
-use anyhow::{bail, Context};
-use clap::Parser;
+use anyhow::Context;
+use args::{usage, AnalyzeArgs, MetgArgs, Parsed};
 use output::{Machine, Outcome};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use sweep::{with_iterations, Contender, SweepConfig};
+use sweep::{with_iterations, Contender, Sweep, SweepConfig};
 use taskbench_core::app::App;
 use taskbench_core::graph::KernelType;
 
-/// Options of `taskbench metg` (Task Bench flags, single-dash, are passed through to the runs).
-#[derive(Parser, Debug)]
-#[command(
-    name = "taskbench metg",
-    about = "Sweep -iter down by powers of two for each system and compute METG (minimum effective task granularity)",
-    after_help = "Task Bench flags (single dash, e.g. -steps 1000 -width 2 -type stencil_1d -kernel compute_bound) \
-                  describe the graphs; -iter is set by the sweep.\n\
-                  Example: taskbench metg --system serial,bsp --external 'ref=mpirun -np 2 ./nonblock' -steps 1000 \
-                  -width 2 -type stencil_1d -kernel compute_bound --out results/metg"
-)]
-struct MetgArgs {
-    /// Our systems to measure, comma-separated (default: all; see `taskbench --list`).
-    #[arg(long, value_delimiter = ',')]
-    system: Vec<String>,
-    /// Another Task Bench program, as a shell command ('NAME=COMMAND' names it); repeatable.
-    #[arg(long)]
-    external: Vec<String>,
-    /// Repetitions of each size.
-    #[arg(long, default_value_t = 5)]
-    reps: usize,
-    /// Largest -iter of the sweep.
-    #[arg(long, default_value_t = 65536)]
-    max_iter: i64,
-    /// Smallest -iter of the sweep.
-    #[arg(long, default_value_t = 1)]
-    min_iter: i64,
-    /// Peak FLOP/s (or B/s for memory_bound) of the machine; measured when not given.
-    #[arg(long)]
-    peak: Option<f64>,
-    /// Efficiency threshold.
-    #[arg(long, default_value_t = 0.5)]
-    threshold: f64,
-    /// Statistic over repetitions.
-    #[arg(long, value_enum, default_value_t = Stat::Mean)]
-    stat: Stat,
-    /// Cores of the machine (task granularity = elapsed × cores / tasks); default: all.
-    #[arg(long)]
-    cores: Option<usize>,
-    /// Worker threads for our systems (default: --cores).
-    #[arg(long)]
-    worker: Option<usize>,
-    /// Longest a single run may take, in seconds.
-    #[arg(long, default_value_t = 600.0)]
-    timeout: f64,
-    /// Directory for raw logs, CSV, JSON summary and plots.
-    #[arg(long)]
-    out: Option<PathBuf>,
-}
+/// Our options that take a value (everything else double-dash is a switch).
+const TAKES_VALUE: [&str; 15] = [
+    "--system",
+    "--external",
+    "--reps",
+    "--runs",
+    "--max-iter",
+    "--min-iter",
+    "--peak",
+    "--threshold",
+    "--stat",
+    "--cores",
+    "--worker",
+    "--timeout",
+    "--noise",
+    "--retry-budget",
+    "--out",
+];
 
-/// Options of `taskbench metg analyze`.
-#[derive(Parser, Debug)]
-#[command(
-    name = "taskbench metg analyze",
-    about = "METG from Task Bench logs, as the reference scripts/chart_metg.py computes it"
-)]
-struct AnalyzeArgs {
-    /// Log files, each holding the runs of one sweep (reports concatenated).
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
-    /// Cores per node the runs used.
-    #[arg(long)]
-    cores: f64,
-    /// Nodes the runs used.
-    #[arg(long, default_value_t = 1.0)]
-    nodes: f64,
-    /// Graphs per run (-and).
-    #[arg(long, default_value_t = 1)]
-    graphs: usize,
-    /// Peak FLOP/s per node (without a peak, efficiency is relative to the largest size).
-    #[arg(long, conflicts_with = "peak_bytes")]
-    peak: Option<f64>,
-    /// Peak B/s per node, for memory_bound logs.
-    #[arg(long)]
-    peak_bytes: Option<f64>,
-    /// Efficiency threshold.
-    #[arg(long, default_value_t = 0.5)]
-    threshold: f64,
-    /// Statistic over repetitions.
-    #[arg(long, value_enum, default_value_t = Stat::Mean)]
-    stat: Stat,
-    /// Print a JSON array, one object per file.
-    #[arg(long)]
-    json: bool,
-}
-
-/// Runs `taskbench metg ARGS`.
+/// Runs `taskbench metg ARGS`. Bad input is returned as a [`Usage`] error.
 pub fn main(args: &[String]) -> anyhow::Result<()> {
     if args.first().map(String::as_str) == Some("analyze") {
-        let a = AnalyzeArgs::try_parse_from(
-            std::iter::once("taskbench metg analyze".to_string()).chain(args[1..].iter().cloned()),
-        )
-        .unwrap_or_else(|e| e.exit());
-        return analyze_files(&a);
+        let (ours, rest) = args::split(
+            &args[1..],
+            &[
+                "--cores",
+                "--nodes",
+                "--graphs",
+                "--peak",
+                "--peak-bytes",
+                "--threshold",
+                "--stat",
+            ],
+        );
+        let all: Vec<String> = ours.into_iter().chain(rest).collect();
+        return match args::parse::<AnalyzeArgs>("taskbench metg analyze", all)? {
+            Parsed::Run(a) => analyze_files(&a),
+            Parsed::Shown => Ok(()),
+        };
     }
-    // Double-dash options are ours; everything else is Task Bench flags for the runs.
-    let takes_value = [
-        "--system",
-        "--external",
-        "--reps",
-        "--max-iter",
-        "--min-iter",
-        "--peak",
-        "--threshold",
-        "--stat",
-        "--cores",
-        "--worker",
-        "--timeout",
-        "--out",
-    ];
-    let (mut ours, mut graph) = (vec!["taskbench metg".to_string()], Vec::new());
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if a.starts_with("--") {
-            ours.push(a.clone());
-            if takes_value.contains(&a.as_str()) && i + 1 < args.len() {
-                i += 1;
-                ours.push(args[i].clone());
-            }
-        } else {
-            graph.push(a.clone());
-        }
-        i += 1;
+    let (ours, graph) = args::split(args, &TAKES_VALUE);
+    match args::parse::<MetgArgs>("taskbench metg", ours)? {
+        Parsed::Run(m) => run_sweep(&m, graph),
+        Parsed::Shown => Ok(()),
     }
-    let m = MetgArgs::try_parse_from(ours).unwrap_or_else(|e| e.exit());
-    run_sweep(&m, graph)
+}
+
+/// Prints to stdout; a reader that went away (`| head`) does not stop the sweep from saving
+/// its files.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
 }
 
 fn analyze_files(a: &AnalyzeArgs) -> anyhow::Result<()> {
@@ -192,21 +125,21 @@ fn analyze_files(a: &AnalyzeArgs) -> anyhow::Result<()> {
             }));
         } else {
             match (metg_us, why) {
-                (Some(us), _) => println!(
-                    "{}: METG({:.0}%) = {us:.6} us",
+                (Some(us), _) => out!(
+                    "{}: METG({:.0}%) = {us:.6} us\n",
                     f.display(),
                     a.threshold * 100.0
                 ),
-                (None, Some(why)) => println!("{}: METG undefined: {why}", f.display()),
+                (None, Some(why)) => out!("{}: METG undefined: {why}\n", f.display()),
                 (None, None) => unreachable!(),
             }
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        out!("{}\n", serde_json::to_string_pretty(&results)?);
     }
     if unreadable > 0 {
-        bail!("{unreadable} of {} files could not be read", a.files.len());
+        anyhow::bail!("{unreadable} of {} files could not be read", a.files.len());
     }
     Ok(())
 }
@@ -224,11 +157,11 @@ fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
     } else {
         m.system.clone()
     };
-    let mut out = Vec::new();
+    let mut out: Vec<Contender> = Vec::new();
     for name in names {
         if crate::systems::by_name(&name).is_none() {
             let known: Vec<_> = crate::systems::all().iter().map(|s| s.name()).collect();
-            bail!(
+            usage!(
                 "Invalid option \"--system {name}\": expected one of {}",
                 known.join(", ")
             );
@@ -253,34 +186,181 @@ fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
             }
             _ => (format!("external{}", k + 1), ext.as_str()),
         };
-        let command = shell_words::split(cmd)
-            .with_context(|| format!("Invalid option \"--external {ext}\""))?;
+        let Ok(command) = shell_words::split(cmd) else {
+            usage!("Invalid option \"--external {ext}\": unbalanced quotes");
+        };
         if command.is_empty() {
-            bail!("Invalid option \"--external {ext}\": empty command");
+            usage!("Invalid option \"--external {ext}\": empty command");
         }
         out.push(Contender { name, command });
+    }
+    // Names key the logs and the plot: two of one name would overwrite each other.
+    for (i, c) in out.iter().enumerate() {
+        if out[..i].iter().any(|o| o.name == c.name) {
+            usage!(
+                "two contenders are named \"{}\": give each --external its own NAME=",
+                c.name
+            );
+        }
     }
     Ok(out)
 }
 
-fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
-    if m.graph_flags_have_iter(&graph_flags) {
-        bail!("-iter is set by the sweep; use --max-iter and --min-iter");
-    }
-    if m.min_iter < 1 || m.max_iter < m.min_iter {
-        bail!(
-            "Invalid options \"--min-iter {} --max-iter {}\": need 1 <= min <= max",
-            m.min_iter,
-            m.max_iter
+/// Makes sure `--out` can take the results before anything is measured.
+fn prepare_out(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        usage!(
+            "Invalid option \"--out {}\": exists and is not a directory",
+            dir.display()
         );
     }
-    if m.reps == 0 {
-        bail!("Invalid option \"--reps 0\": must be > 0");
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        usage!(
+            "Invalid option \"--out {}\": cannot create it: {e}",
+            dir.display()
+        );
     }
-    if !(m.threshold > 0.0 && m.threshold < 1.5) {
-        bail!(
-            "Invalid option \"--threshold {}\": must be in (0, 1.5)",
-            m.threshold
+    let probe = dir.join(format!(".taskbench-metg-probe-{}", std::process::id()));
+    if let Err(e) = std::fs::write(&probe, b"") {
+        usage!(
+            "Invalid option \"--out {}\": cannot write there: {e}",
+            dir.display()
+        );
+    }
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+/// One whole sweep, analysed.
+struct RunResult {
+    sweep: Sweep,
+    peak: f64,
+    peak_source: String,
+    outcomes: Vec<Outcome>,
+}
+
+fn analyse_run(
+    m: &MetgArgs,
+    cs: &[Contender],
+    mut sw: Sweep,
+    params: &dyn Fn(Peak) -> Params,
+    bytes: bool,
+) -> anyhow::Result<RunResult> {
+    let rate = |p: &analyze::Point| {
+        if bytes {
+            p.bytes_per_second
+        } else {
+            p.flops_per_second
+        }
+    };
+    let best_of = |sw: &Sweep, c: usize| {
+        points(&sw.measured[c].runs, &params(Peak::Relative))
+            .map(|pts| pts.iter().map(rate).fold(0.0, f64::max))
+            .unwrap_or(0.0)
+    };
+    if m.peak.is_none() {
+        // No rate may exceed twice what anything else here reached (a calibration run counts
+        // for FLOP/s): such a report is a broken timer, not a fast system.
+        let bests: Vec<f64> = (0..cs.len()).map(|c| best_of(&sw, c)).collect();
+        let calibration = if bytes {
+            0.0
+        } else {
+            sw.calibration.iter().copied().fold(0.0, f64::max)
+        };
+        let limit = |c: usize| {
+            let others = bests
+                .iter()
+                .enumerate()
+                .filter(|&(o, _)| o != c)
+                .map(|(_, &b)| b)
+                .fold(calibration, f64::max);
+            if others > 0.0 {
+                2.0 * others
+            } else {
+                f64::INFINITY
+            }
+        };
+        let names: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
+        sweep::reject_implausible(&mut sw, &names, bytes, limit);
+    }
+    let (peak, peak_source) = match m.peak {
+        Some(p) => (p, "given with --peak".to_string()),
+        None => {
+            let mut best = (0.0f64, String::new());
+            for (c, con) in cs.iter().enumerate() {
+                for p in points(&sw.measured[c].runs, &params(Peak::Relative)).unwrap_or_default() {
+                    if rate(&p) > best.0 {
+                        best = (
+                            rate(&p),
+                            format!(
+                                "measured: best {} rate of {} at -iter {}",
+                                m.stat_name(),
+                                con.name,
+                                p.iterations
+                            ),
+                        );
+                    }
+                }
+            }
+            best
+        }
+    };
+    let peak_kind = if bytes {
+        Peak::Bytes(peak)
+    } else {
+        Peak::Flops(peak)
+    };
+    let outcomes = cs
+        .iter()
+        .zip(&sw.measured)
+        .map(|(c, meas)| {
+            let analysis = match points(&meas.runs, &params(peak_kind)) {
+                Ok(pts) => Analysis {
+                    metg: metg(&pts, m.threshold),
+                    points: pts,
+                },
+                Err(e) => Analysis {
+                    points: Vec::new(),
+                    metg: Err(e),
+                },
+            };
+            let delta = noise::delta(&meas.noise, &sw.calibration);
+            let interval = noise::interval(&analysis.points, m.threshold, delta);
+            let noisy = noise::noisy_near(
+                &analysis.points,
+                &meas.noise,
+                analysis.metg.as_ref().ok().copied(),
+                interval,
+            );
+            Outcome {
+                name: c.name.clone(),
+                runs: vec![analysis.metg.as_ref().ok().copied()],
+                analysis,
+                error: meas.error.clone(),
+                interval,
+                noisy,
+                single_core: c.command.get(2).is_some_and(|s| s == "serial")
+                    && c.command.len() == 5,
+            }
+        })
+        .collect();
+    Ok(RunResult {
+        sweep: sw,
+        peak,
+        peak_source,
+        outcomes,
+    })
+}
+
+fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
+    if graph_flags.iter().any(|f| f == "-iter") {
+        usage!("-iter is set by the sweep; use --max-iter and --min-iter");
+    }
+    if m.max_iter < m.min_iter {
+        usage!(
+            "Invalid options \"--min-iter {} --max-iter {}\": need min <= max",
+            m.min_iter,
+            m.max_iter
         );
     }
     let mut sizes = Vec::new();
@@ -289,19 +369,24 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
         sizes.push(n);
         n /= 2;
     }
-    let apps = sizes
-        .iter()
-        .map(|&n| App::parse(&with_iterations(&graph_flags, n), &[]).map(|(a, _)| a))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut apps = Vec::new();
+    for &n in &sizes {
+        match App::parse(&with_iterations(&graph_flags, n), &[]) {
+            Ok((a, _)) => apps.push(a),
+            Err(e) => usage!("{e}"),
+        }
+    }
     let kinds: Vec<KernelType> = apps[0].graphs.iter().map(|g| g.kernel.kind).collect();
     let bytes = kinds.iter().all(|&k| k == KernelType::MemoryBound);
     if apps[0].totals().flops == 0 && !bytes {
-        bail!("METG needs a kernel that does measurable work: -kernel compute_bound, compute_bound2, load_imbalance or memory_bound (got {})", kinds[0]);
+        usage!("METG needs a kernel that does measurable work: -kernel compute_bound, compute_bound2, load_imbalance or memory_bound (got {})", kinds[0]);
     }
     let cores = m.cores.unwrap_or_else(crate::systems::default_workers);
     let workers = m.worker.unwrap_or(cores);
     let contenders = contenders(m, workers)?;
+    if let Some(dir) = &m.out {
+        prepare_out(dir)?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -314,19 +399,41 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
             );
         });
     }
+    let names: Vec<&str> = contenders.iter().map(|c| c.name.as_str()).collect();
     eprintln!(
-        "METG sweep: {} on {} cores, -iter {}..{} by halves, {} reps: {}",
-        contenders
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        cores,
+        "METG sweep: {} on {cores} cores, -iter {}..{} by halves, {} reps, {} run(s): {}",
+        names.join(", "),
         m.max_iter,
         m.min_iter,
         m.reps,
+        m.runs,
         graph_flags.join(" ")
     );
+    let exe = std::env::current_exe()
+        .context("locating the taskbench executable")?
+        .display()
+        .to_string();
+    let machine_cores = crate::systems::default_workers().to_string();
+    let calibration: Vec<String> = [
+        exe.as_str(),
+        "-system",
+        "bsp",
+        "-worker",
+        &machine_cores,
+        "-steps",
+        "100",
+        "-width",
+        &machine_cores,
+        "-type",
+        "trivial",
+        "-kernel",
+        "compute_bound",
+        "-iter",
+        "32768",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let cfg = SweepConfig {
         graph_flags: graph_flags.clone(),
         sizes,
@@ -335,8 +442,10 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
         peak: m.peak,
         bytes,
         timeout: Duration::from_secs_f64(m.timeout),
+        noise: m.noise,
+        retry_budget: m.retry_budget,
+        calibration: Some(calibration),
     };
-    let measured = sweep::sweep(&contenders, &apps, &cfg, stop.clone());
     let params = |peak| Params {
         ngraphs: apps[0].graphs.len(),
         nodes: 1.0,
@@ -345,123 +454,204 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
         peak,
         stat: m.stat,
     };
-    // The peak: given, or the best rate any contender reached at any size (per the statistic).
-    let (peak_value, peak_source) = match m.peak {
-        Some(p) => (p, "given with --peak".to_string()),
-        None => {
-            let mut best = (0.0f64, String::new());
-            for (c, meas) in contenders.iter().zip(&measured) {
-                if let Ok(pts) = points(&meas.runs, &params(Peak::Relative)) {
-                    for p in pts {
-                        let rate = if bytes {
-                            p.bytes_per_second
-                        } else {
-                            p.flops_per_second
-                        };
-                        if rate > best.0 {
-                            best = (
-                                rate,
-                                format!(
-                                    "measured: best {} rate of {} at -iter {}",
-                                    m.stat_name(),
-                                    c.name,
-                                    p.iterations
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-            best
+    let mut results = Vec::new();
+    for r in 0..m.runs {
+        if m.runs > 1 {
+            eprintln!("== run {} of {}", r + 1, m.runs);
         }
-    };
-    if peak_value <= 0.0 {
-        bail!("no run succeeded, so no peak could be measured");
+        let sw = sweep::sweep(&contenders, &apps, &cfg, stop.clone());
+        results.push(analyse_run(m, &contenders, sw, &params, bytes)?);
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
     }
-    let peak = if bytes {
-        Peak::Bytes(peak_value)
-    } else {
-        Peak::Flops(peak_value)
-    };
-    let outcomes: Vec<Outcome> = contenders
-        .iter()
-        .zip(&measured)
-        .map(|(c, meas)| {
-            let analysis = match points(&meas.runs, &params(peak)) {
-                Ok(pts) => {
-                    let metg = metg(&pts, m.threshold);
-                    Analysis { points: pts, metg }
-                }
-                Err(e) => Analysis {
-                    points: Vec::new(),
-                    metg: Err(e),
-                },
-            };
-            Outcome {
-                name: c.name.clone(),
-                analysis,
-                error: meas.error.clone(),
-            }
-        })
-        .collect();
+    if results.iter().all(|r| r.peak <= 0.0) {
+        anyhow::bail!("no run succeeded, so no peak could be measured");
+    }
+    let outcomes = combine(&results);
     let unit = if bytes { "B/s" } else { "FLOP/s" };
-    println!("Peak: {peak_value:.4e} {unit} ({peak_source})");
-    print!("{}", output::table(&outcomes, m.threshold));
-    if stop.load(Ordering::Relaxed) {
-        println!("(interrupted: results cover what was measured)");
-    }
-    if let Some(dir) = &m.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (c, meas) in contenders.iter().zip(&measured) {
-            std::fs::write(dir.join(format!("{}.log", c.name)), &meas.log)?;
-        }
-        output::write_csv(&dir.join("points.csv"), &outcomes)?;
-        let summary = json!({
-            "peak": { "value": peak_value, "unit": unit, "source": peak_source },
-            "threshold": m.threshold,
-            "stat": m.stat,
-            "reps": m.reps,
-            "cores": cores,
-            "workers": workers,
-            "graph_flags": graph_flags.join(" "),
-            "interrupted": stop.load(Ordering::Relaxed),
-            "machine": Machine::describe(),
-            "systems": contenders.iter().zip(&outcomes).zip(&measured).map(|((c, o), meas)| json!({
-                "name": c.name,
-                "command": shell_words::join(&c.command),
-                "metg_us": o.analysis.metg.as_ref().ok().map(|s| s * 1e6),
-                "metg_undefined": o.analysis.metg.as_ref().err().map(|e| e.to_string()),
-                "best_efficiency": o.analysis.points.iter().map(|p| p.efficiency).fold(0.0f64, f64::max),
-                "error": meas.error,
-                "stopped_early_below_threshold": meas.stopped_early_below,
-                "log": format!("{}.log", c.name),
-                "points": o.analysis.points,
-            })).collect::<Vec<_>>(),
-        });
-        std::fs::write(
-            dir.join("summary.json"),
-            serde_json::to_string_pretty(&summary)?,
-        )?;
-        let title = format!("Task Bench METG: {}", graph_flags.join(" "));
-        let plots = output::plot(dir, "metg", &outcomes, m.threshold, &title)?;
-        println!(
-            "Wrote {}: raw logs, points.csv, summary.json, {}",
-            dir.display(),
-            plots.join(", ")
+    let shown = results.last().expect("at least one run");
+    out!("Peak: {:.4e} {unit} ({})\n", shown.peak, shown.peak_source);
+    if results.len() > 1 {
+        let peaks: Vec<String> = results.iter().map(|r| format!("{:.3e}", r.peak)).collect();
+        out!(
+            "Peaks of the {} runs: {} {unit}\n",
+            results.len(),
+            peaks.join(", ")
         );
     }
-    if stop.load(Ordering::Relaxed) {
+    out!("{}", output::table(&outcomes, m.threshold));
+    let cal: Vec<f64> = results
+        .iter()
+        .flat_map(|r| r.sweep.calibration.iter().copied())
+        .collect();
+    let machine_noise = sweep::spread(&cal);
+    let noisy = machine_noise > m.noise || outcomes.iter().any(|o| o.noisy);
+    if noisy {
+        out!("Noisy: the machine's calibration runs varied by {:.0}% during the sweep (tolerance {:.0}%); compare only inside one run.\n", machine_noise * 100.0, m.noise * 100.0);
+    }
+    let interrupted = stop.load(Ordering::Relaxed);
+    if interrupted {
+        out!("(interrupted: results cover what was measured)\n");
+    }
+    if let Some(dir) = &m.out {
+        write_results(
+            dir,
+            m,
+            &contenders,
+            &results,
+            &outcomes,
+            &graph_flags,
+            cores,
+            workers,
+            machine_noise,
+            noisy,
+            interrupted,
+            unit,
+        )?;
+    }
+    if interrupted {
         // Results are saved; the exit status still tells scripts the sweep is incomplete.
         std::process::exit(130);
     }
     Ok(())
 }
 
-impl MetgArgs {
-    fn graph_flags_have_iter(&self, flags: &[String]) -> bool {
-        flags.iter().any(|f| f == "-iter")
+/// One outcome per contender over all runs: the analysis of the run whose METG is the median
+/// (the last run if none has one), with every run's METG.
+fn combine(results: &[RunResult]) -> Vec<Outcome> {
+    let n = results[0].outcomes.len();
+    let mut combined = Vec::new();
+    for c in 0..n {
+        let metgs: Vec<Option<f64>> = results.iter().map(|r| r.outcomes[c].runs[0]).collect();
+        let mut ok: Vec<(f64, usize)> = metgs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| (v, i)))
+            .collect();
+        ok.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let pick = ok.get(ok.len() / 2).map_or(results.len() - 1, |&(_, i)| i);
+        let any_noisy = results.iter().any(|r| r.outcomes[c].noisy);
+        let src = &results[pick].outcomes[c];
+        combined.push(Outcome {
+            name: src.name.clone(),
+            analysis: Analysis {
+                points: src.analysis.points.clone(),
+                metg: src.analysis.metg.clone(),
+            },
+            error: src.error.clone(),
+            interval: src.interval,
+            noisy: any_noisy,
+            runs: if results.len() > 1 {
+                metgs
+            } else {
+                vec![src.runs[0]]
+            },
+            single_core: src.single_core,
+        });
     }
+    combined
+}
 
+#[allow(clippy::too_many_arguments)]
+fn write_results(
+    dir: &Path,
+    m: &MetgArgs,
+    contenders: &[Contender],
+    results: &[RunResult],
+    outcomes: &[Outcome],
+    graph_flags: &[String],
+    cores: usize,
+    workers: usize,
+    machine_noise: f64,
+    noisy: bool,
+    interrupted: bool,
+    unit: &str,
+) -> anyhow::Result<()> {
+    let log_name = |name: &str, r: usize| {
+        if results.len() == 1 {
+            format!("{name}.log")
+        } else {
+            format!("{name}.run{}.log", r + 1)
+        }
+    };
+    for (r, run) in results.iter().enumerate() {
+        for (c, meas) in contenders.iter().zip(&run.sweep.measured) {
+            std::fs::write(dir.join(log_name(&c.name, r)), meas.logs.concat())?;
+        }
+    }
+    output::write_csv(&dir.join("points.csv"), outcomes)?;
+    let last = results.last().expect("at least one run");
+    let micros = |x: Option<f64>| x.map(|s| s * 1e6);
+    let summary = json!({
+        "peak": { "value": last.peak, "unit": unit, "source": last.peak_source },
+        "threshold": m.threshold,
+        "stat": m.stat,
+        "reps": m.reps,
+        "runs": results.len(),
+        "cores": cores,
+        "workers": workers,
+        "graph_flags": graph_flags.join(" "),
+        "interrupted": interrupted,
+        "noise_tolerance": m.noise,
+        "noisy": noisy,
+        "calibration_spread": machine_noise,
+        "machine": Machine::describe(),
+        "systems": contenders.iter().enumerate().map(|(c, con)| {
+            let o = &outcomes[c];
+            json!({
+                "name": con.name,
+                "command": shell_words::join(&con.command),
+                "metg_us": micros(o.metg()),
+                "metg_range_us": o.range().map(|(a, b)| [a * 1e6, b * 1e6]),
+                "metg_runs_us": o.runs.iter().map(|v| micros(*v)).collect::<Vec<_>>(),
+                "metg_within_noise_us": [micros(o.interval.0), micros(o.interval.1)],
+                "metg_undefined": o.analysis.metg.as_ref().err().map(|e| e.to_string()),
+                "noisy": o.noisy,
+                "single_core": o.single_core,
+                "best_efficiency": o.analysis.points.iter().map(|p| p.efficiency).fold(0.0f64, f64::max),
+                "error": o.error,
+                "points": o.analysis.points,
+                "per_run": results.iter().enumerate().map(|(r, run)| {
+                    let meas = &run.sweep.measured[c];
+                    json!({
+                        "log": log_name(&con.name, r),
+                        "peak": run.peak,
+                        "metg_us": micros(run.outcomes[c].runs[0]),
+                        "stopped_early_below_threshold": meas.stopped_early_below,
+                        "error": meas.error,
+                        "sizes": meas.noise,
+                        "rejected_runs": meas.rejected,
+                        "repeat_runs": run.sweep.repeats,
+                        "calibration_flops": run.sweep.calibration,
+                    })
+                }).collect::<Vec<_>>(),
+            })
+        }).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
+    let title = format!(
+        "METG: {} | {} cores, peak {:.3e} {unit}, {} reps ({}), {} run(s)",
+        graph_flags.join(" "),
+        cores,
+        last.peak,
+        m.reps,
+        m.stat_name(),
+        results.len()
+    );
+    let plots = output::plot(dir, "metg", outcomes, m.threshold, &title)?;
+    out!(
+        "Wrote {}: raw logs, points.csv, summary.json, {}\n",
+        dir.display(),
+        plots.join(", ")
+    );
+    Ok(())
+}
+
+impl MetgArgs {
     fn stat_name(&self) -> &'static str {
         match self.stat {
             Stat::Mean => "mean",

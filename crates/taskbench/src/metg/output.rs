@@ -2,6 +2,7 @@
 //! machine's description, and the efficiency-vs-granularity plot (PNG and SVG).
 
 use super::analyze::{Analysis, Point};
+use plotters::coord::combinators::BindKeyPoints;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -11,10 +12,38 @@ use std::path::Path;
 pub struct Outcome {
     /// Its name.
     pub name: String,
-    /// The analysis of its runs.
+    /// The analysis of its runs (of the run closest to the median, with `--runs`).
     pub analysis: Analysis,
     /// Why it stopped early, if it failed.
     pub error: Option<String>,
+    /// Granularities (seconds) at which the curve crosses the threshold lowered and raised by
+    /// the measured noise: the METG is only known to lie in between.
+    pub interval: (Option<f64>, Option<f64>),
+    /// Whether sizes near its METG were measured under noise.
+    pub noisy: bool,
+    /// METG (seconds) of every whole run, with `--runs`.
+    pub runs: Vec<Option<f64>>,
+    /// Whether it uses one core (its efficiency against the machine's peak is capped).
+    pub single_core: bool,
+}
+
+impl Outcome {
+    /// The METG to report: the median over runs (upper median), else the analysis's.
+    pub fn metg(&self) -> Option<f64> {
+        if self.runs.len() > 1 {
+            let mut ok: Vec<f64> = self.runs.iter().flatten().copied().collect();
+            ok.sort_by(f64::total_cmp);
+            return ok.get(ok.len() / 2).copied();
+        }
+        self.analysis.metg.as_ref().ok().copied()
+    }
+
+    /// Smallest and largest METG over runs.
+    pub fn range(&self) -> Option<(f64, f64)> {
+        let ok: Vec<f64> = self.runs.iter().flatten().copied().collect();
+        let lo = ok.iter().copied().reduce(f64::min)?;
+        Some((lo, ok.iter().copied().fold(lo, f64::max)))
+    }
 }
 
 /// Where and on what the sweep ran.
@@ -89,7 +118,12 @@ fn micros(seconds: f64) -> String {
     }
 }
 
-/// The terminal table: METG, best efficiency and efficiency at a few sizes per contender.
+fn opt_micros(x: Option<f64>) -> String {
+    x.map_or("-".into(), micros)
+}
+
+/// The terminal table: METG with the interval the noise allows, its spread over runs, the
+/// best efficiency and the efficiency at a few sizes per contender; one-core systems apart.
 pub fn table(outcomes: &[Outcome], threshold: f64) -> String {
     let mut sizes: Vec<i64> = outcomes
         .iter()
@@ -97,8 +131,9 @@ pub fn table(outcomes: &[Outcome], threshold: f64) -> String {
         .collect();
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     sizes.dedup();
-    // A few sizes spread over the sweep: every fourth power of two from the largest.
+    // A few sizes spread over the sweep: every third power of two from the largest.
     let shown: Vec<i64> = sizes.iter().step_by(3).copied().take(5).collect();
+    let runs = outcomes.iter().map(|o| o.runs.len()).max().unwrap_or(1);
     let mut s = String::new();
     let name_w = outcomes
         .iter()
@@ -108,30 +143,39 @@ pub fn table(outcomes: &[Outcome], threshold: f64) -> String {
         .max(6);
     let _ = write!(
         s,
-        "{:<name_w$}  {:>14}  {:>14}",
+        "{:<name_w$}  {:>15}  {:>17}",
         "system",
-        "peak reached",
-        format!("METG({:.0}%) µs", threshold * 100.0)
+        format!("METG({:.0}%) µs", threshold * 100.0),
+        "within noise µs"
     );
+    if runs > 1 {
+        let _ = write!(s, "  {:>19}", format!("range over {runs} runs"));
+    }
+    let _ = write!(s, "  {:>12}", "peak reached");
     for n in &shown {
         let _ = write!(s, "  {:>9}", format!("eff@{n}"));
     }
     s.push('\n');
-    for o in outcomes {
+    let row = |s: &mut String, o: &Outcome| {
         let pts = &o.analysis.points;
         let best = pts.iter().map(|p| p.efficiency).fold(0.0f64, f64::max);
-        let metg = match (&o.analysis.metg, &o.error) {
-            (Ok(m), _) => micros(*m),
-            (Err(_), Some(_)) if pts.is_empty() => "failed".into(),
-            (Err(_), _) => "undefined".into(),
+        let metg = match (o.metg(), &o.error) {
+            (Some(m), _) => format!("{}{}", micros(m), if o.noisy { " *" } else { "  " }),
+            (None, Some(_)) if pts.is_empty() => "failed  ".into(),
+            (None, _) => "-  ".into(),
         };
-        let _ = write!(
-            s,
-            "{:<name_w$}  {:>13.1}%  {:>14}",
-            o.name,
-            best * 100.0,
-            metg
-        );
+        let interval = match o.interval {
+            (None, None) => "-".into(),
+            (a, b) => format!("[{}, {}]", opt_micros(a), opt_micros(b)),
+        };
+        let _ = write!(s, "{:<name_w$}  {:>15}  {:>17}", o.name, metg, interval);
+        if runs > 1 {
+            let range = o.range().map_or("-".into(), |(a, b)| {
+                format!("[{}, {}]", micros(a), micros(b))
+            });
+            let _ = write!(s, "  {range:>19}");
+        }
+        let _ = write!(s, "  {:>11.1}%", best * 100.0);
         for n in &shown {
             match pts.iter().find(|p| p.iterations == *n) {
                 Some(p) => {
@@ -143,6 +187,26 @@ pub fn table(outcomes: &[Outcome], threshold: f64) -> String {
             }
         }
         s.push('\n');
+    };
+    for o in outcomes.iter().filter(|o| !o.single_core) {
+        row(&mut s, o);
+    }
+    if outcomes.iter().any(|o| o.single_core) {
+        let _ = writeln!(
+            s,
+            "one core (not comparable: against the whole machine's peak it cannot pass 1/cores efficiency):"
+        );
+        for o in outcomes.iter().filter(|o| o.single_core) {
+            row(&mut s, o);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "Lower METG is better. '-': no METG (reason below). 'within noise': granularities where the curve is within the measured noise of {:.0}%.",
+        threshold * 100.0
+    );
+    if outcomes.iter().any(|o| o.noisy) {
+        let _ = writeln!(s, "'*': sizes near this METG were measured under noise even after repeats; trust it less.");
     }
     for o in outcomes {
         if let Err(why) = &o.analysis.metg {
@@ -203,14 +267,42 @@ pub fn write_csv(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
     Ok(())
 }
 
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
+/// Our systems' colours, the same in every plot; other names get one of `OTHERS` chosen by a
+/// hash of the name, so a contender keeps its colour from plot to plot too.
+const FIXED: [(&str, RGBColor); 4] = [
+    ("compiled", RGBColor(31, 119, 180)),
+    ("tasks", RGBColor(214, 39, 40)),
+    ("bsp", RGBColor(44, 160, 44)),
+    ("serial", RGBColor(127, 127, 127)),
+];
+const OTHERS: [RGBColor; 6] = [
     RGBColor(148, 103, 189),
     RGBColor(255, 127, 14),
     RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
 ];
+
+/// The colour of the contender called `name`.
+pub fn color_of(name: &str) -> RGBColor {
+    if let Some((_, c)) = FIXED.iter().find(|(n, _)| *n == name) {
+        return *c;
+    }
+    // FNV-1a: stable across runs and builds, unlike the standard hasher.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    OTHERS[(h % OTHERS.len() as u64) as usize]
+}
+
+fn decade_label(x: &f64) -> String {
+    if *x >= 1.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
+}
 
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
@@ -221,12 +313,13 @@ fn draw<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("{e}");
+    root.fill(&WHITE).map_err(err)?;
     let pts: Vec<&Point> = outcomes.iter().flat_map(|o| &o.analysis.points).collect();
     let gx: Vec<f64> = pts
         .iter()
         .map(|p| p.granularity * 1e6)
-        .filter(|g| *g > 0.0)
+        .filter(|g| *g > 0.0 && g.is_finite())
         .collect();
     let (lo, hi) = gx
         .iter()
@@ -236,21 +329,46 @@ where
     } else {
         (0.1, 1000.0)
     };
-    let ymax = pts.iter().map(|p| p.efficiency).fold(1.05f64, f64::max) * 1.05;
+    // A label at every decade, a light grid line at 2..9 of each.
+    let first = lo.log10().floor() as i32;
+    let last = hi.log10().ceil() as i32;
+    let decades: Vec<f64> = (first..=last)
+        .map(|e| 10f64.powi(e))
+        .filter(|x| (lo..=hi).contains(x))
+        .collect();
+    let minor: Vec<f64> = (first..=last)
+        .flat_map(|e| (2..10).map(move |k| f64::from(k) * 10f64.powi(e)))
+        .filter(|x| (lo..=hi).contains(x))
+        .collect();
+    let ymax = pts
+        .iter()
+        .map(|p| p.efficiency * p.elapsed / p.elapsed_min.max(1e-300))
+        .filter(|y| y.is_finite())
+        .fold(1.05f64, f64::max)
+        .min(2.0)
+        * 1.05;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+        .caption(title, ("sans-serif", 18))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d((lo..hi).log_scale(), 0.0..ymax)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .build_cartesian_2d(
+            (lo..hi)
+                .log_scale()
+                .with_key_points(decades)
+                .with_light_points(minor),
+            0.0..ymax,
+        )
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("task granularity (µs, log scale)")
         .y_desc("efficiency (fraction of peak)")
-        .x_label_formatter(&|x| format!("{x}"))
+        .x_label_formatter(&decade_label)
+        .light_line_style(BLACK.mix(0.06))
+        .bold_line_style(BLACK.mix(0.2))
         .draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(err)?;
     let thr_style = ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1);
     chart
         .draw_series(DashedLineSeries::new(
@@ -259,45 +377,68 @@ where
             4,
             thr_style,
         ))
-        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .map_err(err)?
         .label(format!("{:.0}% efficiency", threshold * 100.0))
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], thr_style));
-    for (i, o) in outcomes.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let line: Vec<(f64, f64)> = o
+    for o in outcomes {
+        let color = color_of(&o.name);
+        let mut line: Vec<&Point> = o
             .analysis
             .points
             .iter()
+            .filter(|p| p.granularity > 0.0)
+            .collect();
+        // Joined in granularity order: sizes are swept largest first, but a noisy size can
+        // land out of order, and a line must not zig-zag back.
+        line.sort_by(|a, b| a.granularity.total_cmp(&b.granularity));
+        let xy: Vec<(f64, f64)> = line
+            .iter()
             .map(|p| (p.granularity * 1e6, p.efficiency))
             .collect();
-        let label = match &o.analysis.metg {
-            Ok(m) => format!("{} (METG {} µs)", o.name, micros(*m)),
-            Err(_) => format!("{} (METG undefined)", o.name),
+        let label = match (o.metg(), o.noisy) {
+            (Some(m), false) => format!("{} (METG {} µs)", o.name, micros(m)),
+            (Some(m), true) => format!("{} (METG {} µs, noisy)", o.name, micros(m)),
+            (None, _) => format!("{} (METG undefined)", o.name),
         };
         chart
-            .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
-            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .draw_series(LineSeries::new(xy.clone(), color.stroke_width(2)))
+            .map_err(err)?
             .label(label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
         chart
             .draw_series(
-                line.iter()
+                xy.iter()
                     .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
             )
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        if let Ok(m) = o.analysis.metg {
+            .map_err(err)?;
+        // Error bars: the efficiency of the slowest and the fastest repetition.
+        chart
+            .draw_series(line.iter().map(|p| {
+                let x = p.granularity * 1e6;
+                let at = |e: f64| (p.efficiency * p.elapsed / e).min(ymax);
+                ErrorBar::new_vertical(
+                    x,
+                    at(p.elapsed_max),
+                    p.efficiency,
+                    at(p.elapsed_min),
+                    color.mix(0.7).stroke_width(1),
+                    6,
+                )
+            }))
+            .map_err(err)?;
+        if let Some(m) = o.metg() {
             let at = (m * 1e6, threshold);
             chart
                 .draw_series(std::iter::once(TriangleMarker::new(at, 9, color.filled())))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                .map_err(err)?;
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     vec![(at.0, 0.0), (at.0, threshold)],
                     color.mix(0.5).stroke_width(1),
                 )))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                .map_err(err)?;
         }
     }
     chart
@@ -306,8 +447,8 @@ where
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK.mix(0.4))
         .draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 

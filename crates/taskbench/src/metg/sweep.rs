@@ -2,14 +2,20 @@
 //! run as a command with the graph's flags and `-iter N`, sizes descending by powers of two,
 //! repetitions and contenders interleaved so machine drift hits all alike. Every report is
 //! parsed and checked against the graph it was asked for.
+//!
+//! Noise is measured while sweeping: before each size a short fixed calibration run shows how
+//! fast the machine is right now, and each contender's repetitions at a size show their own
+//! spread. A size measured while the machine was slow, or whose repetitions disagree, is run
+//! again (within a budget of extra runs) and the quietest attempt kept; one that stays noisy is
+//! flagged, never silently used as if it were clean.
 
 use super::analyze::{parse_runs, Run};
+use super::process::{last_lines, run_once};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::Read;
-use std::process::{Command, Stdio};
+use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use taskbench_core::app::App;
 use taskbench_core::report::Totals;
 
@@ -22,17 +28,36 @@ pub struct Contender {
     pub command: Vec<String>,
 }
 
+/// How noisy one contender's size was.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SizeNoise {
+    /// `-iter`.
+    pub iterations: i64,
+    /// Spread ([`spread`]) of the kept repetitions' elapsed times.
+    pub spread: f64,
+    /// How much slower than its best the calibration run before the kept attempt was.
+    pub calibration_drop: f64,
+    /// Attempts made (1 + repeats).
+    pub attempts: usize,
+    /// Whether the kept attempt still exceeds the noise tolerance.
+    pub noisy: bool,
+}
+
 /// Everything measured for one contender.
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
     /// Parsed runs, in the order measured.
     pub runs: Vec<Run>,
-    /// Every run's full output, in the reference format (for `metg analyze`).
-    pub log: String,
+    /// Each run's full output, in the reference format (for `metg analyze`), parallel to `runs`.
+    pub logs: Vec<String>,
     /// Why this contender stopped early with an error, with its command and output.
     pub error: Option<String>,
     /// Whether it stopped because it fell clearly below the threshold.
     pub stopped_early_below: bool,
+    /// Noise of each size measured, largest first.
+    pub noise: Vec<SizeNoise>,
+    /// Runs taken out as implausible, with the reason.
+    pub rejected: Vec<String>,
 }
 
 /// Sweep settings.
@@ -52,7 +77,27 @@ pub struct SweepConfig {
     pub bytes: bool,
     /// Longest one run may take.
     pub timeout: Duration,
+    /// Noise tolerance (fraction).
+    pub noise: f64,
+    /// Extra runs allowed for repeats, as a fraction of the planned runs.
+    pub retry_budget: f64,
+    /// The calibration command (a fixed compute_bound run of our own), if any.
+    pub calibration: Option<Vec<String>>,
 }
+
+/// What a sweep measured: per contender, and the machine's calibration rate before each size.
+#[derive(Clone, Debug, Default)]
+pub struct Sweep {
+    /// Per contender, in the order given.
+    pub measured: Vec<Measured>,
+    /// FLOP/s of every calibration run, in the order taken.
+    pub calibration: Vec<f64>,
+    /// Runs spent repeating noisy sizes.
+    pub repeats: usize,
+}
+
+/// Runs shorter than this cannot be timed by any Task Bench program.
+pub const MIN_ELAPSED: f64 = 1e-9;
 
 /// The graph flags with `-iter n` added to every graph (after its other flags, so it wins).
 pub fn with_iterations(flags: &[String], n: i64) -> Vec<String> {
@@ -67,64 +112,7 @@ pub fn with_iterations(flags: &[String], n: i64) -> Vec<String> {
     out
 }
 
-fn tail(s: &str, lines: usize) -> String {
-    let v: Vec<&str> = s.lines().collect();
-    v[v.len().saturating_sub(lines)..].join("\n")
-}
-
-/// Runs one command to completion (or timeout, or interrupt) and returns its stdout, or a
-/// description of the failure with the command and its output.
-fn run_once(cmd: &[String], timeout: Duration, stop: &AtomicBool) -> Result<String, String> {
-    let shown = shell_words::join(cmd);
-    let mut child = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("`{shown}` could not start: {e}"))?;
-    // Drain both pipes on threads so a chatty child cannot block on a full pipe.
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("piped")));
-    let err = drain(Box::new(child.stderr.take().expect("piped")));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| format!("`{shown}`: {e}"))? {
-            break Some(status);
-        }
-        if stop.load(Ordering::Relaxed) || start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let (stdout, stderr) = (
-        out.join().unwrap_or_default(),
-        err.join().unwrap_or_default(),
-    );
-    match status {
-        Some(s) if s.success() => Ok(stdout),
-        Some(s) => Err(format!(
-            "`{shown}` failed ({s}):\n{}",
-            tail(&(stdout + &stderr), 15)
-        )),
-        None if stop.load(Ordering::Relaxed) => Err(format!("`{shown}` interrupted")),
-        None => Err(format!(
-            "`{shown}` timed out after {:.0} s:\n{}",
-            timeout.as_secs_f64(),
-            tail(&(stdout + &stderr), 15)
-        )),
-    }
-}
-
-/// Parses one report and checks it is the run that was asked for.
+/// Parses one report and checks it is the run that was asked for and plausible.
 fn check_report(
     stdout: &str,
     expected: &App,
@@ -133,7 +121,7 @@ fn check_report(
     cmd: &[String],
 ) -> Result<Run, String> {
     let shown = shell_words::join(cmd);
-    let bad = |why: String| format!("`{shown}` {why}:\n{}", tail(stdout, 15));
+    let bad = |why: String| format!("`{shown}` {why}:\n{}", last_lines(stdout, 15));
     let runs = parse_runs(stdout, expected.graphs.len())
         .map_err(|e| bad(format!("printed no usable Task Bench report ({e})")))?;
     let [run] = runs.as_slice() else {
@@ -161,7 +149,101 @@ fn check_report(
             "reported another graph: (iterations, steps, width, tasks, FLOPs, bytes) = {got:?}, expected {wanted:?}"
         )));
     }
+    // NaN is implausible too.
+    if run.elapsed.is_nan() || run.elapsed < MIN_ELAPSED {
+        return Err(bad(format!(
+            "reported an implausible elapsed time of {:e} s (at least 1 ns expected)",
+            run.elapsed
+        )));
+    }
     Ok(*run)
+}
+
+/// (max − min) / median of `xs` (0 for fewer than two values); from 5 values on, the single
+/// highest and lowest are left out, so one stray run does not make a whole sweep "noisy".
+pub fn spread(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.len() >= 5 {
+        v = v[1..v.len() - 1].to_vec();
+    }
+    let median = if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    (v[v.len() - 1] - v[0]) / median
+}
+
+/// One attempt at one contender's size: its runs with their logs.
+type Attempt = Vec<(String, Run)>;
+
+struct Sweeper<'a> {
+    contenders: &'a [Contender],
+    cfg: &'a SweepConfig,
+    stop: Arc<AtomicBool>,
+    bar: ProgressBar,
+    out: Sweep,
+    best_calibration: f64,
+}
+
+impl Sweeper<'_> {
+    /// Runs the calibration command and returns how much slower than the best so far the
+    /// machine is now (0 when no calibration is configured or it failed).
+    fn calibrate(&mut self) -> f64 {
+        let Some(cmd) = &self.cfg.calibration else {
+            return 0.0;
+        };
+        let rate = run_once(cmd, self.cfg.timeout, &self.stop)
+            .ok()
+            .and_then(|out| parse_runs(&out, 1).ok())
+            .and_then(|runs| runs.first().copied())
+            .filter(|r| r.elapsed >= MIN_ELAPSED)
+            .map(|r| r.flops as f64 / r.elapsed);
+        let Some(rate) = rate else { return 0.0 };
+        self.out.calibration.push(rate);
+        self.best_calibration = self.best_calibration.max(rate);
+        1.0 - rate / self.best_calibration
+    }
+
+    /// Runs contender `c` once at size index `si`.
+    fn run(
+        &self,
+        c: usize,
+        si: usize,
+        apps: &[App],
+        totals: &[Totals],
+    ) -> Result<(String, Run), String> {
+        let n = self.cfg.sizes[si];
+        let mut cmd = self.contenders[c].command.clone();
+        cmd.extend(with_iterations(&self.cfg.graph_flags, n));
+        let out = run_once(&cmd, self.cfg.timeout, &self.stop)?;
+        let run = check_report(&out, &apps[si], &totals[si], n, &cmd)?;
+        Ok((out, run))
+    }
+
+    fn noise_of(&self, attempt: &Attempt, drop: f64, n: i64, attempts: usize) -> SizeNoise {
+        let elapsed: Vec<f64> = attempt.iter().map(|(_, r)| r.elapsed).collect();
+        let spread = spread(&elapsed);
+        SizeNoise {
+            iterations: n,
+            spread,
+            calibration_drop: drop,
+            attempts,
+            noisy: spread > self.cfg.noise || drop > self.cfg.noise,
+        }
+    }
+
+    fn fail(&mut self, c: usize, e: String, active: &mut [bool]) {
+        let name = &self.contenders[c].name;
+        self.bar
+            .suspend(|| eprintln!("warning: {name}: stopped: {e}"));
+        self.out.measured[c].error = Some(e);
+        active[c] = false;
+    }
 }
 
 /// Runs the sweep. `apps[i]` is the graph configuration at `cfg.sizes[i]`, used to check each
@@ -171,13 +253,11 @@ pub fn sweep(
     apps: &[App],
     cfg: &SweepConfig,
     stop: Arc<AtomicBool>,
-) -> Vec<Measured> {
+) -> Sweep {
     // What each size's report must say; computed once, not per run.
     let totals: Vec<Totals> = apps.iter().map(App::totals).collect();
-    let mut measured = vec![Measured::default(); contenders.len()];
-    let mut active = vec![true; contenders.len()];
-    let total = (contenders.len() * cfg.sizes.len() * cfg.reps) as u64;
-    let bar = ProgressBar::new(total);
+    let planned = contenders.len() * cfg.sizes.len() * cfg.reps;
+    let bar = ProgressBar::new(planned as u64);
     bar.set_style(
         ProgressStyle::with_template(
             "{elapsed_precise} [{bar:30}] {pos}/{len} runs, about {eta} left  {msg}",
@@ -185,10 +265,25 @@ pub fn sweep(
         .expect("valid template")
         .progress_chars("=> "),
     );
+    let mut s = Sweeper {
+        contenders,
+        cfg,
+        stop: stop.clone(),
+        bar,
+        out: Sweep {
+            measured: vec![Measured::default(); contenders.len()],
+            ..Sweep::default()
+        },
+        best_calibration: 0.0,
+    };
+    let budget = (planned as f64 * cfg.retry_budget) as usize;
+    let mut active = vec![true; contenders.len()];
     let mut best_rate = cfg.peak.unwrap_or(0.0);
     let mut below = vec![0usize; contenders.len()];
+    let rate_of = |r: &Run| if cfg.bytes { r.bytes as f64 } else { r.flops as f64 } / r.elapsed;
     'sizes: for (si, &n) in cfg.sizes.iter().enumerate() {
-        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+        let drop = s.calibrate();
+        let mut attempts: Vec<Attempt> = vec![Vec::new(); contenders.len()];
         for rep in 0..cfg.reps {
             // Rotate the order each repetition so no contender always runs first.
             for k in 0..contenders.len() {
@@ -199,55 +294,86 @@ pub fn sweep(
                 if stop.load(Ordering::Relaxed) {
                     break 'sizes;
                 }
-                let who = &contenders[c];
-                bar.set_message(format!(
+                s.bar.set_message(format!(
                     "{} -iter {n} rep {}/{}",
-                    who.name,
+                    contenders[c].name,
                     rep + 1,
                     cfg.reps
                 ));
-                let mut cmd = who.command.clone();
-                cmd.extend(with_iterations(&cfg.graph_flags, n));
-                let result = run_once(&cmd, cfg.timeout, &stop).and_then(|out| {
-                    let run = check_report(&out, &apps[si], &totals[si], n, &cmd)?;
-                    Ok((out, run))
-                });
-                bar.inc(1);
+                let result = s.run(c, si, apps, &totals);
+                s.bar.inc(1);
                 match result {
-                    Ok((out, run)) => {
-                        let m = &mut measured[c];
-                        m.log.push_str(&out);
-                        m.runs.push(run);
-                        let rate = if cfg.bytes {
-                            run.bytes as f64
-                        } else {
-                            run.flops as f64
-                        } / run.elapsed;
-                        rates[c].push(rate);
-                    }
-                    Err(e) if stop.load(Ordering::Relaxed) => {
-                        let _ = e;
-                        break 'sizes;
-                    }
+                    Ok(done) => attempts[c].push(done),
+                    Err(_) if stop.load(Ordering::Relaxed) => break 'sizes,
                     Err(e) => {
-                        bar.suspend(|| eprintln!("warning: {}: stopped: {e}", who.name));
-                        measured[c].error = Some(e);
-                        active[c] = false;
-                        bar.set_length(
-                            bar.length().unwrap_or(0).saturating_sub(
-                                ((cfg.sizes.len() - si) * cfg.reps - rep - 1) as u64,
-                            ),
-                        );
+                        s.fail(c, e, &mut active);
+                        let left = ((cfg.sizes.len() - si) * cfg.reps - rep - 1) as u64;
+                        s.bar
+                            .set_length(s.bar.length().unwrap_or(0).saturating_sub(left));
                     }
                 }
             }
         }
-        // Stop contenders that are clearly below the threshold to save time.
+        // Repeat noisy sizes, keeping the quietest attempt.
         for c in 0..contenders.len() {
-            if !active[c] || rates[c].is_empty() {
+            if !active[c] || attempts[c].is_empty() {
                 continue;
             }
-            let mean = rates[c].iter().sum::<f64>() / rates[c].len() as f64;
+            let mut kept = std::mem::take(&mut attempts[c]);
+            let mut noise = s.noise_of(&kept, drop, n, 1);
+            while noise.noisy && noise.attempts < 3 && s.out.repeats + cfg.reps <= budget {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let again_drop = s.calibrate();
+                s.bar.inc_length(cfg.reps as u64);
+                let mut again = Vec::new();
+                for rep in 0..cfg.reps {
+                    s.bar.set_message(format!(
+                        "{} -iter {n} repeat, rep {}/{}",
+                        contenders[c].name,
+                        rep + 1,
+                        cfg.reps
+                    ));
+                    let r = s.run(c, si, apps, &totals);
+                    s.bar.inc(1);
+                    s.out.repeats += 1;
+                    match r {
+                        Ok(done) => again.push(done),
+                        Err(_) => break,
+                    }
+                }
+                if again.len() < cfg.reps {
+                    break; // A failing repeat changes nothing: keep what was measured.
+                }
+                let attempts_now = noise.attempts + 1;
+                let fresh = s.noise_of(&again, again_drop, n, attempts_now);
+                let score = |x: &SizeNoise| x.spread.max(x.calibration_drop);
+                if score(&fresh) < score(&noise) {
+                    (kept, noise) = (again, fresh);
+                } else {
+                    noise.attempts = attempts_now;
+                }
+            }
+            let m = &mut s.out.measured[c];
+            for (log, run) in kept {
+                m.logs.push(log);
+                m.runs.push(run);
+            }
+            m.noise.push(noise);
+        }
+        // Stop contenders that are clearly below the threshold to save time.
+        for c in 0..contenders.len() {
+            let rates: Vec<f64> = s.out.measured[c]
+                .runs
+                .iter()
+                .filter(|r| r.iterations == n)
+                .map(rate_of)
+                .collect();
+            if !active[c] || rates.is_empty() {
+                continue;
+            }
+            let mean = rates.iter().sum::<f64>() / rates.len() as f64;
             if cfg.peak.is_none() {
                 best_rate = best_rate.max(mean);
             }
@@ -255,15 +381,58 @@ pub fn sweep(
             below[c] = if eff < cfg.threshold { below[c] + 1 } else { 0 };
             if eff < cfg.threshold / 2.0 || below[c] >= 2 {
                 active[c] = false;
-                measured[c].stopped_early_below = true;
+                s.out.measured[c].stopped_early_below = true;
                 let left = ((cfg.sizes.len() - si - 1) * cfg.reps) as u64;
-                bar.set_length(bar.length().unwrap_or(0).saturating_sub(left));
+                s.bar
+                    .set_length(s.bar.length().unwrap_or(0).saturating_sub(left));
             }
         }
         if !active.iter().any(|&a| a) {
             break;
         }
     }
-    bar.finish_and_clear();
-    measured
+    // One closing calibration, so a slowdown during the last size shows too.
+    if !stop.load(Ordering::Relaxed) {
+        s.calibrate();
+    }
+    s.bar.finish_and_clear();
+    s.out
+}
+
+/// Takes out runs whose rate exceeds `limit(contender)` (2× what anything else on this
+/// machine reached), recording why.
+pub fn reject_implausible(
+    sweep: &mut Sweep,
+    names: &[String],
+    bytes: bool,
+    limit: impl Fn(usize) -> f64,
+) {
+    for (c, m) in sweep.measured.iter_mut().enumerate() {
+        let bound = limit(c);
+        let unit = if bytes { "B/s" } else { "FLOP/s" };
+        let mut keep = Vec::new();
+        for (log, run) in m.logs.drain(..).zip(m.runs.drain(..)) {
+            let rate = if bytes {
+                run.bytes as f64
+            } else {
+                run.flops as f64
+            } / run.elapsed;
+            if rate > bound {
+                let why = format!(
+                    "{}: run at -iter {} reported {rate:.3e} {unit}, more than twice anything else measured here ({:.3e} {unit}); ignored (give --peak to accept it)",
+                    names[c],
+                    run.iterations,
+                    bound / 2.0
+                );
+                eprintln!("warning: {why}");
+                m.rejected.push(why);
+            } else {
+                keep.push((log, run));
+            }
+        }
+        for (log, run) in keep {
+            m.logs.push(log);
+            m.runs.push(run);
+        }
+    }
 }

@@ -10,7 +10,9 @@
 
 use super::slots::Slots;
 use super::team::{run_passes, Pass};
-use super::{block_owners, block_start, check_workers, run_task, RunConfig, RunError, System};
+use super::{
+    block_owners, block_start, check_workers, footprint, run_task, RunConfig, RunError, System,
+};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicI64, Ordering};
 use taskbench_core::app::App;
@@ -75,6 +77,12 @@ impl System for Bsp {
 
     fn about(&self) -> &'static str {
         "one thread per worker, block-distributed points, per-timestep exchange with neighbours (like mpi/nonblock)"
+    }
+
+    fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
+        // Two output rows, a scratch buffer per point, a completion counter per worker.
+        footprint::rows(app, 2, 1)
+            .saturating_add(taskbench_core::memory::mul(cfg.workers, 64 * 1024u32))
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

@@ -19,7 +19,7 @@
 use super::on_tactor::{self, ErrorSlot};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{block_owners, check_workers, run_shared_task, RunConfig, RunError, System};
+use super::{block_owners, check_workers, footprint, run_shared_task, RunConfig, RunError, System};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, SubgraphTask};
@@ -280,6 +280,15 @@ impl System for Compiled {
 
     fn about(&self) -> &'static str {
         "Tactor compiled subgraphs: the graph's repeating body compiled into per-worker actors, instances chained"
+    }
+
+    fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
+        // Two rows of outputs and scratch, the compiled chunks (graphs whose shape keeps
+        // changing are compiled whole) with a few instances in flight, and the runtime.
+        let chunk = |steps: i64| steps.min(MIN_CHUNK.max(CHUNK_TASKS));
+        footprint::rows(app, 2, 2)
+            .saturating_add(footprint::per_task(app, chunk, 256, 48))
+            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

@@ -68,6 +68,50 @@ pub trait System: Send + Sync {
     /// elapsed time and task count. Every task validates its inputs; the first failure is
     /// returned.
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError>;
+    /// An upper bound on the bytes the system allocates to run `app` besides the graphs' plans
+    /// (buffers, queues, runtime), saturating. The command line refuses a run that would not
+    /// fit the machine before the system allocates anything.
+    fn memory(&self, app: &App, cfg: &RunConfig) -> u128;
+}
+
+/// Building blocks of [`System::memory`] estimates.
+pub mod footprint {
+    use taskbench_core::app::App;
+    use taskbench_core::memory::mul;
+
+    /// Bytes of `rows` output rows and `scratch_rows` scratch rows per graph, each slot
+    /// rounded up to a cache line ([`super::slots::Slots`]).
+    pub fn rows(app: &App, rows: u32, scratch_rows: u32) -> u128 {
+        let line = |b: usize| mul(b.div_ceil(64), 64u32);
+        app.graphs
+            .iter()
+            .map(|g| {
+                let w = g.max_width;
+                mul(mul(w, rows), line(g.output_bytes_per_task))
+                    .saturating_add(mul(mul(w, scratch_rows), line(g.scratch_bytes_per_task)))
+            })
+            .fold(0, u128::saturating_add)
+    }
+
+    /// Bytes of `per_point` bytes per point plus `per_dep` per dependency, over `timesteps`
+    /// timesteps of every graph (task nodes, counters).
+    pub fn per_task(
+        app: &App,
+        timesteps: impl Fn(i64) -> i64,
+        per_point: u32,
+        per_dep: u32,
+    ) -> u128 {
+        app.graphs
+            .iter()
+            .map(|g| {
+                let tasks = mul(timesteps(g.timesteps).min(g.timesteps), g.max_width);
+                mul(
+                    tasks,
+                    u128::from(per_point) + mul(g.max_deps_per_point(), per_dep),
+                )
+            })
+            .fold(0, u128::saturating_add)
+    }
 }
 
 /// Every system, in the order `--list` shows them.

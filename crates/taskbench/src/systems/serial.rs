@@ -1,7 +1,7 @@
 //! `serial`: one thread, timesteps in order. The correctness reference.
 
 use super::team::{run_passes, Pass};
-use super::{check_workers, run_task, RunConfig, RunError, System};
+use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
@@ -22,6 +22,11 @@ impl System for Serial {
 
     fn about(&self) -> &'static str {
         "one thread, timesteps in order (the correctness reference; ignores -worker)"
+    }
+
+    fn memory(&self, app: &App, _: &RunConfig) -> u128 {
+        // Two rows of outputs and one scratch buffer per point, plain vectors.
+        footprint::rows(app, 2, 1)
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

@@ -27,9 +27,20 @@ struct Block([UnsafeCell<u8>; LINE]);
 
 impl Slots {
     /// `count` slots of `bytes` bytes each, zeroed.
+    ///
+    /// # Panics
+    /// If the total size overflows `usize` (the command line refuses such runs first, see
+    /// [`crate::systems::System::memory`]). `ptr`'s safety argument rests on
+    /// `count × stride` being the allocation's exact length, so it is computed checked.
     pub fn new(count: usize, bytes: usize) -> Slots {
-        let stride = bytes.div_ceil(LINE) * LINE;
-        let data = (0..count * stride / LINE)
+        let size = bytes
+            .checked_next_multiple_of(LINE)
+            .and_then(|stride| stride.checked_mul(count).map(|total| (stride, total)))
+            .filter(|&(_, total)| total <= isize::MAX as usize);
+        let Some((stride, total)) = size else {
+            panic!("{count} slots of {bytes} bytes do not fit in memory");
+        };
+        let data = (0..total / LINE)
             .map(|_| Block(std::array::from_fn(|_| UnsafeCell::new(0))))
             .collect();
         Slots {
@@ -69,7 +80,8 @@ impl Slots {
         // `Block` is `repr(C)` over `UnsafeCell<u8>`s, which have the layout of `u8`: the
         // blocks form one contiguous byte array, and writes through `UnsafeCell` are permitted.
         let base: *const Block = self.data.as_ptr();
-        // SAFETY: `i * stride < count * stride`, the length of the allocation in bytes.
+        // SAFETY: `i < count`, so `i * stride < count * stride`, which `new` computed without
+        // overflow as the length of the allocation in bytes.
         UnsafeCell::raw_get(unsafe { base.cast::<UnsafeCell<u8>>().add(i * self.stride) })
     }
 
@@ -111,6 +123,19 @@ mod tests {
         }
         assert_eq!(s.stride, 64);
         assert_eq!(s.ptr(1) as usize % 64, 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "do not fit in memory")]
+    fn sizes_that_overflow_are_refused_not_wrapped() {
+        // 2^60 slots of 64 bytes: 2^66 bytes would wrap to 0 unchecked.
+        let _ = Slots::new(1 << 60, 64);
+    }
+
+    #[test]
+    #[should_panic(expected = "do not fit in memory")]
+    fn a_slot_size_that_overflows_when_rounded_is_refused() {
+        let _ = Slots::new(1, usize::MAX - 3);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 use super::on_tactor::{self, ErrorSlot};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{check_workers, run_shared_task, RunConfig, RunError, System};
+use super::{check_workers, footprint, run_shared_task, RunConfig, RunError, System};
 use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -183,6 +183,14 @@ impl System for Tasks {
 
     fn about(&self) -> &'static str {
         "Tactor's explicit task API: one launched task per point, ordered only by events"
+    }
+
+    fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
+        // Two rows of outputs and scratch, the tasks of the timesteps in flight (the driver
+        // launches CHUNK ahead), and the runtime.
+        footprint::rows(app, 2, 2)
+            .saturating_add(footprint::per_task(app, |_| CHUNK + 2, 512, 64))
+            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

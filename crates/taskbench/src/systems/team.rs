@@ -2,6 +2,7 @@
 //! rank 0), the others are scoped threads, and passes are separated by spinning barriers so no
 //! thread sleeps between the warm-up and the timed pass.
 
+use super::RunError;
 use crossbeam_utils::{Backoff, CachePadded};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -95,7 +96,7 @@ pub fn run_passes<S, I, B>(
     pin: bool,
     init: I,
     body: B,
-) -> Result<Vec<Pass>, TaskError>
+) -> Result<Vec<Pass>, RunError>
 where
     I: Fn(usize) -> S + Sync,
     B: Fn(&mut S, usize, usize, &Team) + Sync,
@@ -131,18 +132,29 @@ where
         }
         times
     };
+    let mut spawn_error = None;
     let times = std::thread::scope(|s| {
         for w in 1..workers {
             let worker = &worker;
-            std::thread::Builder::new()
+            let started = std::thread::Builder::new()
                 .name(format!("taskbench-worker-{w}"))
-                .spawn_scoped(s, move || worker(w))
-                .expect("spawning a worker thread");
+                .spawn_scoped(s, move || worker(w));
+            if let Err(e) = started {
+                // The threads already started leave their first barrier on the abort.
+                spawn_error = Some(format!(
+                    "could not start worker thread {w} of {workers}: {e}"
+                ));
+                team.abort.store(true, Ordering::Release);
+                break;
+            }
         }
         worker(0)
     });
+    if let Some(e) = spawn_error {
+        return Err(RunError::Runtime(e));
+    }
     match team.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some(e) => Err(e),
+        Some(e) => Err(e.into()),
         None => Ok(times
             .into_iter()
             .zip(&team.executed)
@@ -197,6 +209,6 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert_eq!(err.point, 2);
+        assert!(matches!(err, RunError::Validation(e) if e.point == 2));
     }
 }
