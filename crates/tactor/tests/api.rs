@@ -234,3 +234,65 @@ fn zero_workers_is_an_error() {
     let err = Runtime::builder().workers(0).build().err().unwrap();
     assert!(err.to_string().contains("got 0"));
 }
+
+/// A value whose `Drop` panics (and whose panic payload panics again when dropped).
+struct Bomb;
+
+struct BombPayload;
+
+impl Drop for BombPayload {
+    fn drop(&mut self) {
+        panic!("the payload's drop panics too");
+    }
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        std::panic::panic_any(BombPayload);
+    }
+}
+
+#[test]
+fn a_panicking_drop_of_an_abandoned_task_poisons_and_the_worker_lives() {
+    let rt = rt(1);
+    let gate = UserEvent::new();
+    let bomb = Bomb;
+    let abandoned = rt.launch(Placement::Worker(0), &[gate.event()], move || {
+        let _keep = &bomb;
+    });
+    // Poisoned from inside a task, so the abandoned closure is dropped on the worker.
+    let trigger = rt.launch(Placement::Worker(0), &[], move || {
+        gate.poison("upstream failed").unwrap();
+    });
+    trigger.wait().unwrap();
+    assert!(abandoned.wait().is_err());
+    // The worker still runs tasks.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    rt.launch(Placement::Worker(0), &[], move || {
+        r.fetch_add(1, SeqCst);
+    })
+    .wait()
+    .unwrap();
+    assert_eq!(ran.load(SeqCst), 1);
+}
+
+#[test]
+fn a_panic_payload_whose_drop_panics_poisons_and_the_worker_lives() {
+    let rt = rt(1);
+    let e = rt.launch(Placement::Worker(0), &[], || {
+        std::panic::panic_any(BombPayload)
+    });
+    let err = e.wait().unwrap_err();
+    assert!(
+        matches!(
+            err.failure(),
+            Failure::Task {
+                cause: Cause::Panicked(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    rt.launch(Placement::Worker(0), &[], || {}).wait().unwrap();
+}

@@ -97,17 +97,24 @@ impl TaskNode {
         let job = self.take_job().expect("a task runs once");
         let outcome = match catch_unwind(AssertUnwindSafe(job)) {
             Ok(()) => Ok(()),
-            Err(payload) => Err(Arc::new(Failure::Task {
-                task: self.label(),
-                cause: Cause::Panicked(panic_message(payload.as_ref())),
-            })),
+            Err(payload) => {
+                let message = panic_message(payload.as_ref());
+                // A payload whose own `Drop` panics must not take the worker down.
+                drop_quietly(payload);
+                Err(Arc::new(Failure::Task {
+                    task: self.label(),
+                    cause: Cause::Panicked(message),
+                }))
+            }
         };
         self.finish(outcome);
     }
 
-    /// Does not run the task: drops its closure and poisons its event with `failure`.
+    /// Does not run the task: drops its closure and poisons its event with `failure`. A
+    /// captured value whose `Drop` panics is caught here: the event is poisoned all the same
+    /// and the worker (or the thread that triggered the failure) goes on.
     pub(crate) fn abandon(&self, failure: Arc<Failure>) {
-        drop(self.take_job());
+        drop_quietly(self.take_job());
         self.finish(Err(failure));
     }
 
@@ -138,5 +145,13 @@ impl Source for TaskNode {
 impl Notify for TaskNode {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
         self.arrive(outcome);
+    }
+}
+
+/// Drops `value`, catching a panic in its `Drop`. The panic's own payload is leaked rather than
+/// dropped: its `Drop` could panic again, and a leak is the only end to that chain.
+pub(crate) fn drop_quietly<T>(value: T) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        std::mem::forget(payload);
     }
 }
