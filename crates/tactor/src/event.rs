@@ -259,21 +259,50 @@ impl Event {
         }
     }
 
-    /// Blocks the calling thread until the event triggers. On a worker thread of a runtime,
-    /// runs other tasks while waiting instead (the worker is not lost, and a task waiting on
-    /// work queued behind it cannot deadlock its worker); outside, spins briefly and then
-    /// parks.
+    /// Blocks until the event triggers and returns its outcome.
+    ///
+    /// Inside a task, the task is suspended: its stack is set aside and its worker goes on
+    /// running other work, then resumes the task once the event has triggered. The worker is
+    /// not lost, and a wait never deadlocks on work that itself waits for this task or for
+    /// any task suspended on the same worker: suspended tasks resume in whatever order their
+    /// events trigger. (Under Miri and loom, which cannot switch stacks, the waiting task
+    /// runs other tasks on its own stack instead, which can deadlock on such cycles.) A wait
+    /// for an event that nothing will ever trigger still waits forever; an untriggered
+    /// [`UserEvent`] that is dropped poisons its event, so such a wait ends with an error.
+    ///
+    /// Outside the runtime's workers, spins briefly and then parks the thread.
+    ///
+    /// ```
+    /// use tactor::{Placement, Runtime, UserEvent};
+    /// let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+    /// let gate = UserEvent::new();
+    /// let g = gate.event();
+    /// // The first task waits for a trigger that a task queued behind it gives.
+    /// let first = rt.launch(Placement::Worker(0), &[], move || g.wait().unwrap());
+    /// rt.launch(Placement::Worker(0), &[], move || gate.trigger().unwrap());
+    /// first.wait().unwrap();
+    /// ```
     pub fn wait(&self) -> Result<(), TaskFailed> {
         if let Some(o) = self.state().outcome() {
             return o.map_err(TaskFailed);
         }
-        if !crate::runtime::help_while(|| self.has_triggered()) {
+        if !crate::runtime::suspend(self) && !crate::runtime::help_while(|| self.has_triggered()) {
             self.block();
         }
         self.state()
             .outcome()
             .expect("triggered")
             .map_err(TaskFailed)
+    }
+
+    /// Makes the calling thread's parker fire when the event triggers (a suspended task's
+    /// worker may be asleep by then).
+    #[cfg_attr(any(miri, loom), allow(dead_code))]
+    pub(crate) fn unpark_on_trigger(&self) {
+        self.state().subscribe(Arc::new(Wake {
+            thread: sync::current(),
+            woken: AtomicBool::new(false),
+        }));
     }
 
     /// Parks the calling thread until the event triggers.

@@ -1,18 +1,28 @@
 //! # Tactor: task programming at actor speed
 //!
-//! A runtime for task graphs. Part 1 is the explicit, Realm-style task API:
+//! A runtime for task graphs, with two faces so far: the explicit, Realm-style task API, and
+//! compiled subgraphs. The first:
 //!
 //! - a [`Runtime`] owns worker threads (one per core by default, pinned), each with a
 //!   work-stealing deque; idle workers spin briefly, then park;
 //! - [`Handle::launch`] runs a closure at a [`Placement`] (a given worker, or anywhere) once its
 //!   preconditions — [`Event`]s — have triggered, and returns the task's own completion event;
 //! - [`UserEvent`]s are triggered by hand, once; [`Event::merge`] joins events;
-//! - [`Event::wait`] blocks a thread outside the runtime, and on a worker runs other tasks
-//!   while it waits; inside a task the idiomatic way to wait is to launch the continuation with
-//!   the event as a precondition;
+//! - [`Event::wait`] blocks a thread outside the runtime; inside a task it suspends the task
+//!   (its stack is set aside) and the worker goes on, so waits never deadlock on work queued
+//!   behind them. The cheaper idiom is still to launch the continuation with the event as a
+//!   precondition;
 //! - [`Runtime::scope`] lets tasks borrow from the caller's stack, like `std::thread::scope`;
 //! - a task that panics **poisons** its event: dependents do not run, the poison propagates,
 //!   and every waiter gets a [`TaskFailed`] naming the task that failed.
+//!
+//! The second: a graph that repeats (a timestep of a stencil, the body of a loop) is built
+//! once with [`SubgraphBuilder`] — tasks placed on workers, edges, external pre- and
+//! postconditions — and [`SubgraphBuilder::compile`]d into per-worker actors: each worker owns
+//! private dependency counters for its tasks, a same-worker edge is a plain decrement and a
+//! cross-worker edge one 64-bit message through the ring of that worker pair. Each
+//! [`Subgraph::instantiate`] runs the graph once with new arguments, chained to other
+//! instances or tasks through [`Event`]s, at a fraction of the cost of launching its tasks.
 //!
 //! ```
 //! use tactor::{Event, Placement, Runtime, UserEvent};
@@ -36,6 +46,28 @@
 //! .wait()
 //! .unwrap();
 //! assert_eq!(sum.load(SeqCst), 111);
+//! ```
+//!
+//! A compiled subgraph, instantiated twice, the second instance after the first:
+//!
+//! ```
+//! use tactor::{Runtime, SubgraphBuilder};
+//! use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+//! use std::sync::Arc;
+//!
+//! let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+//! let mut b = SubgraphBuilder::<Arc<AtomicU64>>::new();
+//! let first = b.task(0, |n: &Arc<AtomicU64>| { n.fetch_add(1, SeqCst); });
+//! let second = b.task(1, |n: &Arc<AtomicU64>| { assert!(n.fetch_add(1, SeqCst) % 2 == 1); });
+//! b.edge(first, second);
+//! let after = b.precondition(); // an external condition: `first` waits for it
+//! b.wait_for(after, first);
+//! let graph = b.compile(&rt).unwrap();
+//! let n = Arc::new(AtomicU64::new(0));
+//! let one = graph.instantiate(n.clone(), &[tactor::Event::triggered()]);
+//! let two = graph.instantiate(n.clone(), &[one.completion.clone()]);
+//! two.completion.wait().unwrap();
+//! assert_eq!(n.load(SeqCst), 4);
 //! ```
 
 mod countdown;

@@ -33,6 +33,7 @@ pub mod graph;
 pub mod kernel;
 pub mod memory;
 pub mod plan;
+pub mod random;
 pub mod report;
 pub mod validate;
 

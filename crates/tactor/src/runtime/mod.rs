@@ -3,12 +3,14 @@
 
 mod actors;
 pub(crate) mod channel;
+mod frames;
 pub(crate) mod idle;
 pub(crate) mod task;
 mod worker;
 
 pub(crate) use actors::Outbox;
 pub(crate) use channel::Msg;
+pub(crate) use frames::suspend;
 pub use task::Placement;
 pub(crate) use worker::{activate, help_while};
 

@@ -1,6 +1,7 @@
 //! A worker thread: where it looks for work, how it idles, and how it leaves at shutdown.
 
 use super::actors::Actors;
+use super::frames;
 use super::task::{Placement, TaskNode};
 use super::Shared;
 use crate::subgraph::Active;
@@ -147,10 +148,33 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
         pinned: RefCell::new(VecDeque::new()),
     };
     CURRENT.with(|c| c.set(&ctx));
+    // The loop runs on coroutines, so that tasks that wait can be suspended (`frames`).
+    frames::drive(scheduling_loop);
+    CURRENT.with(|c| c.set(std::ptr::null()));
+}
+
+/// A worker's loop: finds work and runs it until the runtime shuts down, then cancels what
+/// is left in its own queues. At every task boundary it first hands the worker to a suspended
+/// task whose event has triggered.
+fn scheduling_loop() {
+    with_current(|ctx| {
+        let ctx = ctx.expect("the scheduling loop runs on a worker");
+        scheduling_loop_of(ctx);
+        ctx.cancel_own();
+    });
+}
+
+fn scheduling_loop_of(ctx: &WorkerCtx) {
     let shared = &*ctx.shared;
+    let index = ctx.index;
     let mut idle_since: Option<Instant> = None;
     let mut polls = 0u32;
     loop {
+        if frames::ready() {
+            frames::switch();
+            idle_since = None;
+            continue;
+        }
         polls = polls.wrapping_add(1);
         let look = polls % QUEUE_LOOK_EVERY == 0;
         if ctx.poll_compiled() {
@@ -189,11 +213,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
             }
             continue;
         }
-        shared.idle.sleep(index, || ctx.has_work());
+        shared
+            .idle
+            .sleep(index, || ctx.has_work() || frames::ready());
         idle_since = None;
     }
-    ctx.cancel_own();
-    CURRENT.with(|c| c.set(std::ptr::null()));
 }
 
 /// On a worker thread, runs other tasks until `done()` holds and returns `true`; elsewhere

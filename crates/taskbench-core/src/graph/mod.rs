@@ -4,14 +4,14 @@
 //! `core.cc`, so that every system runs the same graph and every count matches published ones.
 
 mod check;
-mod random;
 mod shapes;
 mod types;
 
+pub use crate::kernel::KernelType;
+pub use crate::random::random_uniform;
 pub use check::check_graph;
-pub use random::random_uniform;
 pub use shapes::TimestepClass;
-pub use types::{DependenceType, KernelType};
+pub use types::DependenceType;
 
 use crate::kernel::Kernel;
 

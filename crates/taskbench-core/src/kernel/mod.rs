@@ -1,8 +1,10 @@
 //! Task bodies (SPEC §2): what each task computes, and the FLOPs and bytes it is credited with.
 
 mod compute;
+mod kind;
 
-use crate::graph::{random_uniform, KernelType};
+use crate::random::random_uniform;
+pub use kind::KernelType;
 
 pub use compute::{compute_bound, compute_bound2, uses_fma};
 

@@ -13,7 +13,7 @@ const KEY: [u8; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0];
 /// gives the same number, on every platform, so every system sees the same random graph.
 ///
 /// ```
-/// use taskbench_core::graph::random_uniform;
+/// use taskbench_core::random::random_uniform;
 /// let u = random_uniform(&[0, 0, 0]);
 /// assert!((u - 0.93714206862367555).abs() < 1e-15);
 /// ```

@@ -1,0 +1,175 @@
+//! Tasks that wait inside a worker. A worker's scheduling loop runs on a coroutine stack; a
+//! task that waits for an event that has not triggered suspends that whole coroutine (its
+//! frame stays on that stack, untouched) and the worker goes on in another one. When the event
+//! triggers, the loop that is running notices at its next task boundary and hands the worker
+//! back to the suspended frame. Frames resume in any order, so a wait can never be stuck
+//! beneath a task that needs it to finish — the deadlock of help-first waiting, where the
+//! waiter runs other tasks on its own stack (Realm suspends waiting tasks the same way, on
+//! user-level threads).
+//!
+//! Everything stays on the worker's OS thread: its pinning, its thread-locals and its
+//! registration for wake-ups. Running a task costs nothing extra; a wait that blocks costs
+//! two stack switches and, the first time, a stack (reused afterwards).
+//!
+//! Under Miri and loom, which cannot switch stacks, `drive` runs the loop directly and
+//! [`suspend`] declines, so waits fall back to help-first.
+
+use crate::event::Event;
+use std::cell::{Cell, RefCell};
+
+thread_local! {
+    /// Events the suspended frames of this thread's worker wait for.
+    static WAITING: RefCell<Vec<Event>> = const { RefCell::new(Vec::new()) };
+    /// Whether `WAITING` is non-empty: read on every pass of the worker loop.
+    static ANY_WAITING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a suspended frame of this worker can resume (checked at task boundaries and
+/// before the worker sleeps).
+#[inline]
+pub(crate) fn ready() -> bool {
+    ANY_WAITING.with(Cell::get) && WAITING.with(|w| w.borrow().iter().any(Event::has_triggered))
+}
+
+#[cfg(not(any(miri, loom)))]
+mod imp {
+    use super::{ANY_WAITING, WAITING};
+    use crate::event::Event;
+    use corosensei::stack::DefaultStack;
+    use corosensei::{Coroutine, CoroutineResult, Yielder};
+    use std::cell::Cell;
+
+    /// Why a scheduling loop gave the thread back to the driver.
+    pub(super) enum Yield {
+        /// A task on this stack waits for the event.
+        Wait(Event),
+        /// The loop is at a task boundary and a suspended frame can resume.
+        Switch,
+    }
+
+    type Loop = Coroutine<(), Yield, (), DefaultStack>;
+
+    /// Stack of each scheduling coroutine: as large as a thread's (its pages are only mapped
+    /// when touched).
+    const STACK: usize = 2 << 20;
+
+    thread_local! {
+        /// The yielder of the coroutine running on this thread, if any.
+        static YIELDER: Cell<*const Yielder<(), Yield>> = const { Cell::new(std::ptr::null()) };
+    }
+
+    fn new_loop(body: fn()) -> Loop {
+        let stack = DefaultStack::new(STACK).expect("allocating a worker stack");
+        Coroutine::with_stack(stack, move |y: &Yielder<(), Yield>, ()| {
+            YIELDER.with(|c| c.set(y));
+            body();
+        })
+    }
+
+    /// Runs `body` (a worker's scheduling loop, which returns at shutdown) until it and every
+    /// frame it suspended have finished.
+    pub(crate) fn drive(body: fn()) {
+        let mut waiting: Vec<Loop> = Vec::new();
+        let mut spare: Option<Loop> = None;
+        let mut current = Some(new_loop(body));
+        while let Some(mut co) = current.take() {
+            let result = co.resume(());
+            // The coroutine that ran restored nothing: the driver's own yielder is none.
+            YIELDER.with(|c| c.set(std::ptr::null()));
+            match result {
+                CoroutineResult::Yield(Yield::Wait(event)) => {
+                    waiting.push(co);
+                    WAITING.with(|w| w.borrow_mut().push(event));
+                    ANY_WAITING.with(|a| a.set(true));
+                    current = Some(spare.take().unwrap_or_else(|| new_loop(body)));
+                }
+                CoroutineResult::Yield(Yield::Switch) => {
+                    // Keep one idle loop to reuse; a second would be another stack for nothing.
+                    if spare.is_none() {
+                        spare = Some(co);
+                    }
+                    current = take_ready(&mut waiting);
+                    if current.is_none() {
+                        current = spare.take();
+                    }
+                }
+                CoroutineResult::Return(()) => {
+                    // Shutdown: frames still waiting finish once their events trigger (the
+                    // runtime poisons what it cancels, so they do).
+                    current = loop {
+                        if waiting.is_empty() {
+                            break None;
+                        }
+                        if let Some(next) = take_ready(&mut waiting) {
+                            break Some(next);
+                        }
+                        std::thread::park_timeout(std::time::Duration::from_millis(1));
+                    };
+                }
+            }
+        }
+        // An idle spare is at a task boundary with nothing on its stack but the loop:
+        // dropping it unwinds that.
+        drop(spare);
+    }
+
+    /// Removes and returns a suspended frame whose event has triggered.
+    fn take_ready(waiting: &mut Vec<Loop>) -> Option<Loop> {
+        let i = WAITING.with(|w| w.borrow().iter().position(Event::has_triggered))?;
+        WAITING.with(|w| {
+            let mut w = w.borrow_mut();
+            w.swap_remove(i);
+            ANY_WAITING.with(|a| a.set(!w.is_empty()));
+        });
+        Some(waiting.swap_remove(i))
+    }
+
+    /// From a task on a worker: suspends the calling frame until `event` triggers and returns
+    /// `true`; `false` (at once) off a worker's coroutine.
+    pub(crate) fn suspend(event: &Event) -> bool {
+        let y = YIELDER.with(Cell::get);
+        if y.is_null() {
+            return false;
+        }
+        // Wake this thread if it sleeps when the event triggers.
+        event.unpark_on_trigger();
+        // SAFETY: `YIELDER` is set by the coroutine running on this thread, on its own stack,
+        // which outlives every call made from it; it is reset after each resume returns, so
+        // a non-null pointer is the running coroutine's.
+        let y = unsafe { &*y };
+        y.suspend(Yield::Wait(event.clone()));
+        // Resumed: this coroutine runs again; its yielder is current once more.
+        YIELDER.with(|c| c.set(y));
+        true
+    }
+
+    /// From the scheduling loop, at a task boundary: gives the worker to a suspended frame
+    /// that can resume.
+    pub(crate) fn switch() {
+        let y = YIELDER.with(Cell::get);
+        if y.is_null() {
+            return;
+        }
+        // SAFETY: as in `suspend`.
+        let y = unsafe { &*y };
+        y.suspend(Yield::Switch);
+        YIELDER.with(|c| c.set(y));
+    }
+}
+
+#[cfg(any(miri, loom))]
+mod imp {
+    use crate::event::Event;
+
+    pub(crate) fn drive(body: fn()) {
+        body();
+    }
+
+    pub(crate) fn suspend(_: &Event) -> bool {
+        false
+    }
+
+    pub(crate) fn switch() {}
+}
+
+pub(crate) use imp::{drive, suspend, switch};
