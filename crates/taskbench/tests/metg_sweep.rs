@@ -82,7 +82,29 @@ fn sweeps_our_systems_and_an_external_copy_of_taskbench() {
     for s in systems {
         assert!(s.get("metg_us").is_some() && s["name"].is_string());
         assert!(s["error"].is_null(), "{s}");
+        // What the noise was, per size, and the interval it allows.
+        assert!(
+            s["noisy"].is_boolean() && s["metg_within_noise_us"].is_array(),
+            "{s}"
+        );
+        let sizes = s["per_run"][0]["sizes"].as_array().unwrap();
+        assert!(!sizes.is_empty());
+        for z in sizes {
+            assert!(
+                z["spread"].as_f64().unwrap() >= 0.0 && z["noisy"].is_boolean(),
+                "{z}"
+            );
+        }
+        assert!(!s["per_run"][0]["calibration_flops"]
+            .as_array()
+            .unwrap()
+            .is_empty());
     }
+    assert!(summary["noisy"].is_boolean() && summary["loaded"].is_boolean());
+    assert!(summary["calibration_drift"].as_f64().unwrap() >= 0.0);
+    assert!(stdout.contains("Machine: other programs used"), "{stdout}");
+    assert!(stdout.contains("Lower METG is better"), "{stdout}");
+    assert!(out.join("metg.svg").exists() || stderr.contains("no TrueType font"));
     let csv = std::fs::read_to_string(out.join("points.csv")).unwrap();
     assert!(csv.starts_with("system,iterations,reps,"));
     assert!(csv.lines().count() > 3);
@@ -333,4 +355,47 @@ fn implausible_reports_are_rejected_with_the_reason() {
         stdout.contains("(measured: best mean rate of bsp"),
         "{stdout}"
     );
+}
+
+#[test]
+fn several_runs_give_a_median_with_its_range_and_a_log_per_run() {
+    let out = tmp("runs");
+    let dir = out.to_str().unwrap();
+    let mut args = vec![
+        "--system",
+        "bsp",
+        "--runs",
+        "2",
+        "--reps",
+        "2",
+        "--max-iter",
+        "64",
+        "--min-iter",
+        "16",
+        "--out",
+        dir,
+    ];
+    args.extend(GRAPH);
+    let (code, stdout, stderr) = metg(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("range over 2 runs"), "{stdout}");
+    for r in [1, 2] {
+        let log = std::fs::read_to_string(out.join(format!("bsp.run{r}.log"))).unwrap();
+        assert!(log.matches("Elapsed Time").count() >= 2);
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["runs"], 2);
+    assert_eq!(
+        summary["systems"][0]["per_run"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(
+        summary["systems"][0]["metg_runs_us"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -3,6 +3,7 @@
 
 pub mod analyze;
 mod args;
+mod load;
 mod noise;
 mod output;
 mod process;
@@ -335,6 +336,7 @@ fn analyse_run(
             Outcome {
                 name: c.name.clone(),
                 runs: vec![analysis.metg.as_ref().ok().copied()],
+                clean_runs: if noisy { Vec::new() } else { vec![0] },
                 analysis,
                 error: meas.error.clone(),
                 interval,
@@ -485,10 +487,29 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
         .iter()
         .flat_map(|r| r.sweep.calibration.iter().copied())
         .collect();
-    let machine_noise = sweep::spread(&cal);
-    let noisy = machine_noise > m.noise || outcomes.iter().any(|o| o.noisy);
-    if noisy {
-        out!("Noisy: the machine's calibration runs varied by {:.0}% during the sweep (tolerance {:.0}%); compare only inside one run.\n", machine_noise * 100.0, m.noise * 100.0);
+    let machine_noise = sweep::drift(&cal);
+    // Other programs' share of the CPU, the worst whole run.
+    let foreign = results
+        .iter()
+        .filter_map(|r| r.sweep.foreign_load)
+        .reduce(f64::max);
+    let loaded = foreign.is_some_and(|f| f > m.noise);
+    // The whole result is noisy when the machine was loaded by other programs or some
+    // system's METG rests only on noisy sizes; the drift of the machine's own speed is shown
+    // for judgement (these VMs drift 10-50 % while idle) and enters each METG's interval.
+    let noisy = loaded || outcomes.iter().any(|o| o.noisy);
+    let load = foreign.map_or("unknown".to_string(), |f| format!("{:.0}%", f * 100.0));
+    out!(
+        "Machine: other programs used {load} of its CPU time; its speed drifted by {:.0}% (calibration runs, p10 to p90).\n",
+        machine_noise * 100.0
+    );
+    if loaded {
+        out!(
+            "Noisy: other programs used more than the {:.0}% tolerance of the CPU: this comparison was taken on a loaded machine.\n",
+            m.noise * 100.0
+        );
+    } else if noisy {
+        out!("Noisy: some METG above rests only on sizes measured under noise ('*').\n");
     }
     let interrupted = stop.load(Ordering::Relaxed);
     if interrupted {
@@ -505,6 +526,7 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
             cores,
             workers,
             machine_noise,
+            foreign,
             noisy,
             interrupted,
             unit,
@@ -518,20 +540,24 @@ fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
 }
 
 /// One outcome per contender over all runs: the analysis of the run whose METG is the median
-/// (the last run if none has one), with every run's METG.
+/// (the last run if none has one), with every run's METG. Runs measured under noise near
+/// this contender's METG are left out of the median when at least one clean run exists.
 fn combine(results: &[RunResult]) -> Vec<Outcome> {
     let n = results[0].outcomes.len();
     let mut combined = Vec::new();
     for c in 0..n {
         let metgs: Vec<Option<f64>> = results.iter().map(|r| r.outcomes[c].runs[0]).collect();
+        let clean_runs: Vec<usize> = (0..results.len())
+            .filter(|&i| !results[i].outcomes[c].noisy && metgs[i].is_some())
+            .collect();
         let mut ok: Vec<(f64, usize)> = metgs
             .iter()
             .enumerate()
+            .filter(|&(i, _)| clean_runs.is_empty() || clean_runs.contains(&i))
             .filter_map(|(i, v)| v.map(|v| (v, i)))
             .collect();
         ok.sort_by(|a, b| a.0.total_cmp(&b.0));
         let pick = ok.get(ok.len() / 2).map_or(results.len() - 1, |&(_, i)| i);
-        let any_noisy = results.iter().any(|r| r.outcomes[c].noisy);
         let src = &results[pick].outcomes[c];
         combined.push(Outcome {
             name: src.name.clone(),
@@ -541,13 +567,15 @@ fn combine(results: &[RunResult]) -> Vec<Outcome> {
             },
             error: src.error.clone(),
             interval: src.interval,
-            noisy: any_noisy,
+            // Noisy only if no clean run was there to stand in.
+            noisy: clean_runs.is_empty() && results.iter().any(|r| r.outcomes[c].noisy),
             runs: if results.len() > 1 {
                 metgs
             } else {
                 vec![src.runs[0]]
             },
             single_core: src.single_core,
+            clean_runs,
         });
     }
     combined
@@ -564,6 +592,7 @@ fn write_results(
     cores: usize,
     workers: usize,
     machine_noise: f64,
+    foreign: Option<f64>,
     noisy: bool,
     interrupted: bool,
     unit: &str,
@@ -595,7 +624,9 @@ fn write_results(
         "interrupted": interrupted,
         "noise_tolerance": m.noise,
         "noisy": noisy,
-        "calibration_spread": machine_noise,
+        "calibration_drift": machine_noise,
+        "foreign_load": foreign,
+        "loaded": foreign.is_some_and(|f| f > m.noise),
         "machine": Machine::describe(),
         "systems": contenders.iter().enumerate().map(|(c, con)| {
             let o = &outcomes[c];
@@ -605,6 +636,7 @@ fn write_results(
                 "metg_us": micros(o.metg()),
                 "metg_range_us": o.range().map(|(a, b)| [a * 1e6, b * 1e6]),
                 "metg_runs_us": o.runs.iter().map(|v| micros(*v)).collect::<Vec<_>>(),
+                "clean_runs": o.clean_runs.iter().map(|i| i + 1).collect::<Vec<_>>(),
                 "metg_within_noise_us": [micros(o.interval.0), micros(o.interval.1)],
                 "metg_undefined": o.analysis.metg.as_ref().err().map(|e| e.to_string()),
                 "noisy": o.noisy,
@@ -634,7 +666,7 @@ fn write_results(
         serde_json::to_string_pretty(&summary)?,
     )?;
     let title = format!(
-        "METG: {} | {} cores, peak {:.3e} {unit}, {} reps ({}), {} run(s)",
+        "{} | {} cores, peak {:.3e} {unit}, {} reps ({}), {} run(s)",
         graph_flags.join(" "),
         cores,
         last.peak,

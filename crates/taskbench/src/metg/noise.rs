@@ -5,18 +5,18 @@
 //! percent of noise then moves it by a factor. So next to the METG we report where the curve
 //! crosses the threshold lowered and raised by the measured noise `δ`: the METG lies somewhere
 //! in `[METG(thr·(1−δ)), METG(thr·(1+δ))]`. `δ` is the larger of half the median spread of a
-//! contender's repetitions and half the spread of the calibration runs (how much the machine
-//! itself moved during the sweep).
+//! contender's repetitions and half the drift of the calibration runs (how much the machine
+//! itself moved during the sweep, [`drift`]).
 
 use super::analyze::{metg, Point};
-use super::sweep::{spread, SizeNoise};
+use super::sweep::{drift, SizeNoise};
 
 /// The relative noise `δ` of one contender's sweep (at most 0.5).
 pub fn delta(sizes: &[SizeNoise], calibration: &[f64]) -> f64 {
     let mut spreads: Vec<f64> = sizes.iter().map(|s| s.spread).collect();
     spreads.sort_by(f64::total_cmp);
     let median = spreads.get(spreads.len() / 2).copied().unwrap_or(0.0);
-    (median / 2.0).max(spread(calibration) / 2.0).min(0.5)
+    (median / 2.0).max(drift(calibration) / 2.0).min(0.5)
 }
 
 /// The granularity interval (seconds) in which the curve is within `delta` of `threshold`;
@@ -103,11 +103,16 @@ mod tests {
             iterations: 1,
             spread,
             calibration_drop: 0.0,
+            foreign_load: None,
             attempts: 1,
             noisy: false,
         };
         assert_eq!(delta(&[s(0.1), s(0.2), s(0.3)], &[1.0, 1.0]), 0.1);
         assert_eq!(delta(&[s(0.0)], &[1.0, 0.6, 1.0]), 0.2);
+        // One burst among many readings is not drift.
+        let mut cal = vec![1.0; 20];
+        cal[7] = 0.5;
+        assert_eq!(delta(&[s(0.0)], &cal), 0.0);
         assert_eq!(delta(&[s(5.0)], &[]), 0.5);
     }
 }

@@ -25,13 +25,26 @@ pub struct Outcome {
     pub runs: Vec<Option<f64>>,
     /// Whether it uses one core (its efficiency against the machine's peak is capped).
     pub single_core: bool,
+    /// Runs (0-based) measured without noise near its METG; the median is taken over these
+    /// when there are any.
+    pub clean_runs: Vec<usize>,
 }
 
 impl Outcome {
-    /// The METG to report: the median over runs (upper median), else the analysis's.
+    /// The METG to report: the median over clean runs (over all when none is clean; upper
+    /// median), else the analysis's.
     pub fn metg(&self) -> Option<f64> {
         if self.runs.len() > 1 {
-            let mut ok: Vec<f64> = self.runs.iter().flatten().copied().collect();
+            let clean: Vec<f64> = self
+                .clean_runs
+                .iter()
+                .filter_map(|&i| self.runs[i])
+                .collect();
+            let mut ok: Vec<f64> = if clean.is_empty() {
+                self.runs.iter().flatten().copied().collect()
+            } else {
+                clean
+            };
             ok.sort_by(f64::total_cmp);
             return ok.get(ok.len() / 2).copied();
         }
@@ -149,7 +162,7 @@ pub fn table(outcomes: &[Outcome], threshold: f64) -> String {
         "within noise µs"
     );
     if runs > 1 {
-        let _ = write!(s, "  {:>19}", format!("range over {runs} runs"));
+        let _ = write!(s, "  {:>28}", format!("range over {runs} runs, clean"));
     }
     let _ = write!(s, "  {:>12}", "peak reached");
     for n in &shown {
@@ -171,9 +184,15 @@ pub fn table(outcomes: &[Outcome], threshold: f64) -> String {
         let _ = write!(s, "{:<name_w$}  {:>15}  {:>17}", o.name, metg, interval);
         if runs > 1 {
             let range = o.range().map_or("-".into(), |(a, b)| {
-                format!("[{}, {}]", micros(a), micros(b))
+                format!(
+                    "[{}, {}] {}/{}",
+                    micros(a),
+                    micros(b),
+                    o.clean_runs.len(),
+                    o.runs.len()
+                )
             });
-            let _ = write!(s, "  {range:>19}");
+            let _ = write!(s, "  {range:>28}");
         }
         let _ = write!(s, "  {:>11.1}%", best * 100.0);
         for n in &shown {
@@ -205,6 +224,9 @@ pub fn table(outcomes: &[Outcome], threshold: f64) -> String {
         "Lower METG is better. '-': no METG (reason below). 'within noise': granularities where the curve is within the measured noise of {:.0}%.",
         threshold * 100.0
     );
+    if runs > 1 {
+        let _ = writeln!(s, "With several runs, METG is the median over the clean runs (those without noise near the METG), or over all when none is clean.");
+    }
     if outcomes.iter().any(|o| o.noisy) {
         let _ = writeln!(s, "'*': sizes near this METG were measured under noise even after repeats; trust it less.");
     }
@@ -348,7 +370,7 @@ where
         .min(2.0)
         * 1.05;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+        .caption(title, ("sans-serif", 15))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
@@ -493,14 +515,14 @@ pub fn plot(
     }
     let svg = dir.join(format!("{stem}.svg"));
     draw(
-        SVGBackend::new(&svg, (900, 600)).into_drawing_area(),
+        SVGBackend::new(&svg, (1100, 650)).into_drawing_area(),
         outcomes,
         threshold,
         title,
     )?;
     let png = dir.join(format!("{stem}.png"));
     draw(
-        BitMapBackend::new(&png, (900, 600)).into_drawing_area(),
+        BitMapBackend::new(&png, (1100, 650)).into_drawing_area(),
         outcomes,
         threshold,
         title,

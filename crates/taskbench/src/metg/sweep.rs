@@ -10,6 +10,7 @@
 //! flagged, never silently used as if it were clean.
 
 use super::analyze::{parse_runs, Run};
+use super::load::LoadMeter;
 use super::process::{last_lines, run_once};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -37,6 +38,9 @@ pub struct SizeNoise {
     pub spread: f64,
     /// How much slower than its best the calibration run before the kept attempt was.
     pub calibration_drop: f64,
+    /// Share of the machine's CPU time other programs used while this size was measured
+    /// ([`super::load`]), where it could be read.
+    pub foreign_load: Option<f64>,
     /// Attempts made (1 + repeats).
     pub attempts: usize,
     /// Whether the kept attempt still exceeds the noise tolerance.
@@ -94,7 +98,16 @@ pub struct Sweep {
     pub calibration: Vec<f64>,
     /// Runs spent repeating noisy sizes.
     pub repeats: usize,
+    /// Share of the machine's CPU time other programs used during the whole sweep.
+    pub foreign_load: Option<f64>,
 }
+
+/// How often, and how long apart, `settle` looks for the machine to be quiet again.
+const QUIET_TRIES: usize = 8;
+const QUIET_WAIT: Duration = Duration::from_millis(250);
+
+/// Most attempts at one contender's size.
+const MAX_ATTEMPTS: usize = 4;
 
 /// Runs shorter than this cannot be timed by any Task Bench program.
 pub const MIN_ELAPSED: f64 = 1e-9;
@@ -178,6 +191,19 @@ pub fn spread(xs: &[f64]) -> f64 {
     (v[v.len() - 1] - v[0]) / median
 }
 
+/// (p90 − p10) / median of a series of calibration rates: how much the machine's speed moved
+/// while measuring, not counting the short bursts that `settle` waited out (each of those
+/// leaves one or two low readings).
+pub fn drift(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    (at(0.9) - at(0.1)) / at(0.5)
+}
+
 /// One attempt at one contender's size: its runs with their logs.
 type Attempt = Vec<(String, Run)>;
 
@@ -209,6 +235,21 @@ impl Sweeper<'_> {
         1.0 - rate / self.best_calibration
     }
 
+    /// Calibrates, and while the machine is clearly slower than its best (a burst of load
+    /// from elsewhere), waits a little and calibrates again, a few times at most: measuring
+    /// during a burst only wastes runs. Returns the last drop.
+    fn settle(&mut self) -> f64 {
+        let mut drop = self.calibrate();
+        for _ in 0..QUIET_TRIES {
+            if drop <= self.cfg.noise || self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(QUIET_WAIT);
+            drop = self.calibrate();
+        }
+        drop
+    }
+
     /// Runs contender `c` once at size index `si`.
     fn run(
         &self,
@@ -225,15 +266,24 @@ impl Sweeper<'_> {
         Ok((out, run))
     }
 
-    fn noise_of(&self, attempt: &Attempt, drop: f64, n: i64, attempts: usize) -> SizeNoise {
+    fn noise_of(
+        &self,
+        attempt: &Attempt,
+        drop: f64,
+        load: Option<f64>,
+        n: i64,
+        attempts: usize,
+    ) -> SizeNoise {
         let elapsed: Vec<f64> = attempt.iter().map(|(_, r)| r.elapsed).collect();
         let spread = spread(&elapsed);
+        let tol = self.cfg.noise;
         SizeNoise {
             iterations: n,
             spread,
             calibration_drop: drop,
+            foreign_load: load,
             attempts,
-            noisy: spread > self.cfg.noise || drop > self.cfg.noise,
+            noisy: spread > tol || drop > tol || load.is_some_and(|l| l > tol),
         }
     }
 
@@ -276,13 +326,15 @@ pub fn sweep(
         },
         best_calibration: 0.0,
     };
+    let whole = LoadMeter::start();
     let budget = (planned as f64 * cfg.retry_budget) as usize;
     let mut active = vec![true; contenders.len()];
     let mut best_rate = cfg.peak.unwrap_or(0.0);
     let mut below = vec![0usize; contenders.len()];
     let rate_of = |r: &Run| if cfg.bytes { r.bytes as f64 } else { r.flops as f64 } / r.elapsed;
     'sizes: for (si, &n) in cfg.sizes.iter().enumerate() {
-        let drop = s.calibrate();
+        let meter = LoadMeter::start();
+        let drop = s.settle();
         let mut attempts: Vec<Attempt> = vec![Vec::new(); contenders.len()];
         for rep in 0..cfg.reps {
             // Rotate the order each repetition so no contender always runs first.
@@ -320,12 +372,23 @@ pub fn sweep(
                 continue;
             }
             let mut kept = std::mem::take(&mut attempts[c]);
-            let mut noise = s.noise_of(&kept, drop, n, 1);
-            while noise.noisy && noise.attempts < 3 && s.out.repeats + cfg.reps <= budget {
+            let load = meter.and_then(|m| m.foreign());
+            let mut noise = s.noise_of(&kept, drop, load, n, 1);
+            // The budget goes where noise can move the METG: sizes whose efficiency is not
+            // far above the threshold (far above, noise only lowers a rate that the peak,
+            // a maximum, does not depend on).
+            let rate = kept.iter().map(|(_, r)| rate_of(r)).sum::<f64>() / kept.len() as f64;
+            let decisive = best_rate <= 0.0 || rate < 1.5 * cfg.threshold * best_rate.max(rate);
+            while decisive
+                && noise.noisy
+                && noise.attempts < MAX_ATTEMPTS
+                && s.out.repeats + cfg.reps <= budget
+            {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let again_drop = s.calibrate();
+                let again_meter = LoadMeter::start();
+                let again_drop = s.settle();
                 s.bar.inc_length(cfg.reps as u64);
                 let mut again = Vec::new();
                 for rep in 0..cfg.reps {
@@ -347,8 +410,13 @@ pub fn sweep(
                     break; // A failing repeat changes nothing: keep what was measured.
                 }
                 let attempts_now = noise.attempts + 1;
-                let fresh = s.noise_of(&again, again_drop, n, attempts_now);
-                let score = |x: &SizeNoise| x.spread.max(x.calibration_drop);
+                let again_load = again_meter.and_then(|m| m.foreign());
+                let fresh = s.noise_of(&again, again_drop, again_load, n, attempts_now);
+                let score = |x: &SizeNoise| {
+                    x.spread
+                        .max(x.calibration_drop)
+                        .max(x.foreign_load.unwrap_or(0.0))
+                };
                 if score(&fresh) < score(&noise) {
                     (kept, noise) = (again, fresh);
                 } else {
@@ -396,6 +464,7 @@ pub fn sweep(
         s.calibrate();
     }
     s.bar.finish_and_clear();
+    s.out.foreign_load = whole.and_then(|m| m.foreign());
     s.out
 }
 
