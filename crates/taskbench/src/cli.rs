@@ -30,6 +30,9 @@ pub const DEFAULT_SYSTEM: &str = "bsp";
 /// machine's cores, and thread start-up alone takes seconds.
 pub const MAX_WORKERS: usize = 4096;
 
+/// Points per timestep from which the setup is announced on stderr.
+const LARGE_WIDTH: i64 = 1_000_000;
+
 /// `taskbench --version`: the crate version and the git revision it was built from.
 pub fn version() -> String {
     format!(
@@ -201,6 +204,11 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
             .map_err(io);
     }
     let (app, system, cfg) = parse_run(args)?;
+    let width: i64 = app.graphs.iter().map(|g| g.max_width).sum();
+    if width >= LARGE_WIDTH {
+        // Setting up buffers and plans this wide takes seconds to minutes before the run.
+        eprintln!("taskbench: setting up {width} points per timestep; this takes a while");
+    }
     // A reader that went away (`| head -1`) does not stop the run or turn it into an error:
     // the report is simply not shown.
     let shown = quiet_on_closed_pipe(
