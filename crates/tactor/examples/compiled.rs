@@ -129,10 +129,13 @@ fn report(name: &str, reps: usize, per_rep: f64, mut f: impl FnMut()) {
         })
         .collect();
     let (med, lo, hi) = median_spread(ns);
-    println!(
-        "{name:<14} {med:>9.1} ns  [{lo:.1}, {hi:.1}]   {:.3e}/s",
-        1e9 / med
-    );
+    row(name, (med, lo, hi), &format!("{:.3e}/s", 1e9 / med));
+}
+
+/// One line of the table: the columns line up whatever the numbers' widths.
+fn row(name: &str, (med, lo, hi): (f64, f64, f64), last: &str) {
+    let spread = format!("[{lo:.1}, {hi:.1}]");
+    println!("{name:<18} {med:>10.1} ns  {spread:>20}  {last}");
 }
 
 fn main() {
@@ -148,10 +151,16 @@ fn main() {
     let workers = args.first().copied().unwrap_or(2);
     let steps = args.get(1).copied().unwrap_or(100_000).max(CHUNK);
     let reps = args.get(2).copied().unwrap_or(7).max(1);
-    println!("{workers} workers, {steps} steps, median [min, max] of {reps} runs");
-    println!("what           per unit       spread            rate");
-    let (med, lo, hi) = median_spread((0..reps).map(|_| hand_off(steps as u64)).collect());
-    println!("hand-off       {med:>9.1} ns  [{lo:.1}, {hi:.1}]   one way, hardware floor");
+    println!("{workers} workers, {steps} steps; each line: median time per unit over {reps} runs,");
+    println!(
+        "[min, max] of those runs in ns, and the rate the median gives (see the file's docs)."
+    );
+    println!(
+        "{:<18} {:>13}  {:>20}  rate",
+        "what", "per unit", "[min, max] ns"
+    );
+    let hand = median_spread((0..reps).map(|_| hand_off(steps as u64)).collect());
+    row("hand-off", hand, "one way: the hardware floor");
     let rt = Runtime::new(workers).expect("starting the runtime");
     let single = {
         let mut b = SubgraphBuilder::new();
@@ -184,11 +193,8 @@ fn main() {
             ns
         })
         .collect();
-    let (med, lo, hi) = median_spread(calls);
-    println!(
-        "instantiate call {med:>7.1} ns  [{lo:.1}, {hi:.1}]   {:.3e}/s",
-        1e9 / med
-    );
+    let call = median_spread(calls);
+    row("instantiate call", call, &format!("{:.3e}/s", 1e9 / call.0));
     report("instance round", reps, n as f64, || {
         instantiate_serial(&rt, &single, n)
     });
