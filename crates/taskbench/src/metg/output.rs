@@ -70,7 +70,7 @@ pub struct Machine {
     pub os: String,
     /// The compiler that built taskbench.
     pub compiler: String,
-    /// Git revision of the checkout, if any (with `-dirty` for uncommitted changes).
+    /// Git revision taskbench was built from (`-modified` for uncommitted changes).
     pub git_revision: String,
 }
 
@@ -101,21 +101,12 @@ impl Machine {
             })
             .unwrap_or_else(|| std::env::consts::OS.to_string());
         let kernel = command_line("uname", &["-r"]).unwrap_or_default();
-        let git = command_line("git", &["rev-parse", "--short=12", "HEAD"]).map(|rev| {
-            let dirty = command_line("git", &["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{rev}-dirty")
-            } else {
-                rev
-            }
-        });
         Machine {
             cpu,
             cores: crate::systems::default_workers(),
             os: format!("{pretty} (Linux {kernel})"),
             compiler: env!("TASKBENCH_RUSTC_VERSION").to_string(),
-            git_revision: git.unwrap_or_else(|| "unknown".into()),
+            git_revision: env!("TASKBENCH_GIT_REVISION").to_string(),
         }
     }
 }

@@ -266,6 +266,23 @@ impl Sweeper<'_> {
         Ok((out, run))
     }
 
+    /// [`Sweeper::run`], shown on the progress bar as `what` of this size.
+    fn run_shown(
+        &self,
+        c: usize,
+        si: usize,
+        apps: &[App],
+        totals: &[Totals],
+        what: &str,
+    ) -> Result<(String, Run), String> {
+        let (name, n) = (&self.contenders[c].name, self.cfg.sizes[si]);
+        self.bar
+            .set_message(format!("{name} -iter {n} {what}/{}", self.cfg.reps));
+        let result = self.run(c, si, apps, totals);
+        self.bar.inc(1);
+        result
+    }
+
     fn noise_of(
         &self,
         attempt: &Attempt,
@@ -346,14 +363,7 @@ pub fn sweep(
                 if stop.load(Ordering::Relaxed) {
                     break 'sizes;
                 }
-                s.bar.set_message(format!(
-                    "{} -iter {n} rep {}/{}",
-                    contenders[c].name,
-                    rep + 1,
-                    cfg.reps
-                ));
-                let result = s.run(c, si, apps, &totals);
-                s.bar.inc(1);
+                let result = s.run_shown(c, si, apps, &totals, &format!("rep {}", rep + 1));
                 match result {
                     Ok(done) => attempts[c].push(done),
                     Err(_) if stop.load(Ordering::Relaxed) => break 'sizes,
@@ -392,14 +402,7 @@ pub fn sweep(
                 s.bar.inc_length(cfg.reps as u64);
                 let mut again = Vec::new();
                 for rep in 0..cfg.reps {
-                    s.bar.set_message(format!(
-                        "{} -iter {n} repeat, rep {}/{}",
-                        contenders[c].name,
-                        rep + 1,
-                        cfg.reps
-                    ));
-                    let r = s.run(c, si, apps, &totals);
-                    s.bar.inc(1);
+                    let r = s.run_shown(c, si, apps, &totals, &format!("repeat, rep {}", rep + 1));
                     s.out.repeats += 1;
                     match r {
                         Ok(done) => again.push(done),
