@@ -10,8 +10,24 @@
 use crate::countdown::{Countdown, Outcome};
 use crate::failure::{AlreadyTriggered, Failure, TaskFailed};
 use crate::sync::{self, lock, AtomicBool, AtomicPtr, Mutex, Ordering};
+use std::cell::Cell;
 use std::ptr;
 use std::sync::Arc;
+
+/// How a thread waits for an untriggered event; returns whether it waited until it triggered.
+pub(crate) type WaitHook = fn(&Event) -> bool;
+
+thread_local! {
+    /// How this thread waits for an event that has not triggered, if not by parking: set by
+    /// the runtime on its worker threads ([`set_wait_hook`]), so that the event layer need not
+    /// know the runtime. Returns whether it waited until the event triggered.
+    static WAIT_HOOK: Cell<Option<WaitHook>> = const { Cell::new(None) };
+}
+
+/// Sets (or with `None` clears) how [`Event::wait`] waits on the calling thread.
+pub(crate) fn set_wait_hook(hook: Option<WaitHook>) {
+    WAIT_HOOK.with(|h| h.set(hook));
+}
 
 /// Something told when an event it waits on triggers.
 pub(crate) trait Notify: Send + Sync {
@@ -286,7 +302,10 @@ impl Event {
         if let Some(o) = self.state().outcome() {
             return o.map_err(TaskFailed);
         }
-        if !crate::runtime::suspend(self) && !crate::runtime::help_while(|| self.has_triggered()) {
+        // A worker thread serves the wait its own way (the runtime sets the hook there);
+        // any other thread parks.
+        let served = WAIT_HOOK.with(Cell::get).is_some_and(|serve| serve(self));
+        if !served {
             self.block();
         }
         self.state()

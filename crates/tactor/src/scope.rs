@@ -3,7 +3,7 @@
 use crate::countdown::Outcome;
 use crate::event::Event;
 use crate::failure::{Failure, TaskFailed};
-use crate::runtime::{Handle, Placement, Runtime};
+use crate::runtime::{Finish, Handle, Placement, Runtime};
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -20,15 +20,15 @@ pub struct Scope<'scope> {
 }
 
 /// Counts the scope's unfinished tasks (plus one for the body) and keeps the first failure.
-pub(crate) struct ScopeState {
+struct ScopeState {
     pending: AtomicUsize,
     failure: Mutex<Option<Arc<Failure>>>,
     done: crate::UserEvent,
 }
 
-impl ScopeState {
+impl Finish for ScopeState {
     /// One task of the scope (or the body) finished.
-    pub(crate) fn task_done(&self, outcome: &Outcome) {
+    fn task_done(&self, outcome: &Outcome) {
         if let Err(f) = outcome {
             lock(&self.failure).get_or_insert_with(|| f.clone());
         }

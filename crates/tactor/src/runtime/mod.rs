@@ -1,18 +1,17 @@
 //! The executor: worker threads with work-stealing deques, an injector for work from outside,
 //! per-worker inboxes for placed work, and the sleep protocol of idle workers.
 
-mod actors;
 pub(crate) mod channel;
 mod frames;
 pub(crate) mod idle;
+mod mailbox;
 pub(crate) mod task;
 mod worker;
 
-pub(crate) use actors::Outbox;
 pub(crate) use channel::Msg;
-pub(crate) use frames::suspend;
+pub(crate) use mailbox::{Outbox, Resident};
 pub use task::Placement;
-pub(crate) use worker::{activate, help_while};
+pub(crate) use worker::activate;
 
 use crate::event::Event;
 use crate::sync::{lock, AtomicBool, Mutex, Ordering};
@@ -23,6 +22,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+pub(crate) use task::Finish;
 use task::{Job, TaskNode};
 use worker::Task;
 
@@ -35,7 +35,7 @@ pub(crate) struct Shared {
     channels: Box<[channel::Channel]>,
     /// Compiled-subgraph messages from outside the workers (external preconditions).
     external: Box<[CachePadded<Injector<Msg>>]>,
-    ids: Mutex<actors::Ids>,
+    ids: Mutex<mailbox::Ids>,
     idle: Idle,
     closed: AtomicBool,
     spin: Duration,
@@ -141,7 +141,7 @@ impl Builder {
     /// ```
     pub fn footprint(&self) -> u128 {
         let n = self.workers as u128;
-        let ring = channel::Channel::bytes(actors::RING);
+        let ring = channel::Channel::bytes(mailbox::RING);
         let per_worker = 64 * 1024; // deques, inboxes, idle state and a thread's first pages
         n.saturating_mul(n)
             .saturating_mul(ring)
@@ -181,14 +181,14 @@ impl Builder {
                 table.extend((0..self.workers * self.workers).map(|i| {
                     // A worker never messages itself: its rings stay empty.
                     let own = i / self.workers == i % self.workers;
-                    channel::Channel::new(if own { 1 } else { actors::RING })
+                    channel::Channel::new(if own { 1 } else { mailbox::RING })
                 }));
                 table.into_boxed_slice()
             },
             external: (0..self.workers)
                 .map(|_| CachePadded::new(Injector::new()))
                 .collect(),
-            ids: Mutex::new(actors::Ids::default()),
+            ids: Mutex::new(mailbox::Ids::default()),
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),
             spin: self.spin,
@@ -286,7 +286,7 @@ impl Handle {
         lock(&self.shared.ids).take()
     }
 
-    /// The instance with this id is gone: no actor and no message refers to it any more.
+    /// The instance with this id is gone: no resident and no message refers to it any more.
     pub(crate) fn give_back_id(&self, id: u32) {
         lock(&self.shared.ids).give_back(id);
     }
@@ -303,7 +303,7 @@ impl Handle {
         placement: Placement,
         preconditions: &[Event],
         job: Job,
-        scope: Option<Arc<crate::scope::ScopeState>>,
+        scope: Option<Arc<dyn Finish>>,
         name: Option<String>,
     ) -> Event {
         if let Placement::Worker(w) = placement {

@@ -4,7 +4,6 @@ use super::Shared;
 use crate::countdown::{Countdown, Outcome};
 use crate::event::{Event, EventState, Notify, Source};
 use crate::failure::{panic_message, Cause, Failure, TaskLabel};
-use crate::scope::ScopeState;
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::Arc;
@@ -28,12 +27,19 @@ pub(crate) struct TaskNode {
     job: UnsafeCell<Option<Job>>,
     /// The task's completion event, embedded: one allocation per launch.
     state: EventState,
-    /// The scope the task was launched in, told when the task has finished.
-    scope: Option<Arc<ScopeState>>,
+    /// Told when the task has finished (the scope it was launched in).
+    scope: Option<Arc<dyn Finish>>,
     pub(crate) placement: Placement,
     name: Option<String>,
     launched_at: &'static Location<'static>,
     pub(crate) shared: Arc<Shared>,
+}
+
+/// What a task tells the group it was launched in (a scope) when it has finished. The task
+/// layer owns this trait; the scope implements it.
+pub(crate) trait Finish: Send + Sync {
+    /// One task of the group finished with `outcome`.
+    fn task_done(&self, outcome: &Outcome);
 }
 
 // SAFETY: `job` is touched only by `take_job`, which the countdown lets exactly one thread
@@ -49,7 +55,7 @@ impl TaskNode {
         placement: Placement,
         preconditions: usize,
         job: Job,
-        scope: Option<Arc<ScopeState>>,
+        scope: Option<Arc<dyn Finish>>,
         name: Option<String>,
         launched_at: &'static Location<'static>,
     ) -> TaskNode {

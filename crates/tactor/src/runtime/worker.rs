@@ -1,10 +1,10 @@
 //! A worker thread: where it looks for work, how it idles, and how it leaves at shutdown.
 
-use super::actors::Actors;
 use super::frames;
+use super::mailbox::{Mailbox, Resident};
 use super::task::{Placement, TaskNode};
 use super::Shared;
-use crate::subgraph::Active;
+use crate::event::{self, Event};
 use crate::sync;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, RefCell};
@@ -22,8 +22,8 @@ pub(crate) struct WorkerCtx {
     deque: Worker<Task>,
     /// Tasks placed on this worker by itself: never stolen, so no atomics needed.
     pinned: RefCell<VecDeque<Task>>,
-    /// This worker's actors of the compiled-subgraph instances in flight on it.
-    actors: Actors,
+    /// The compiled-subgraph instances in flight on this worker, and their messages.
+    mailbox: Mailbox,
 }
 
 thread_local! {
@@ -87,12 +87,12 @@ impl WorkerCtx {
     /// Runs the ready vertices of the subgraph instances in flight on this worker. Returns
     /// whether it ran any.
     fn poll_compiled(&self) -> bool {
-        self.actors.poll(&self.shared, self.index)
+        self.mailbox.poll(&self.shared, self.index)
     }
 
     /// Whether a subgraph instance is in flight on this worker: it then never parks.
     fn compiled_in_flight(&self) -> bool {
-        self.actors.busy()
+        self.mailbox.busy()
     }
 
     fn has_work(&self) -> bool {
@@ -108,7 +108,7 @@ impl WorkerCtx {
     }
 
     fn cancel_own(&self) {
-        self.actors.cancel();
+        self.mailbox.cancel();
         while let Some(t) = self.pinned.borrow_mut().pop_front() {
             t.cancel();
         }
@@ -141,16 +141,24 @@ const QUEUE_LOOK_EVERY: u32 = 16;
 pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     shared.idle.register(index, sync::current());
     let ctx = WorkerCtx {
-        actors: Actors::new(shared.stealers.len()),
+        mailbox: Mailbox::new(shared.stealers.len()),
         shared,
         index,
         deque,
         pinned: RefCell::new(VecDeque::new()),
     };
     CURRENT.with(|c| c.set(&ctx));
+    event::set_wait_hook(Some(wait_on_worker));
     // The loop runs on coroutines, so that tasks that wait can be suspended (`frames`).
     frames::drive(scheduling_loop);
+    event::set_wait_hook(None);
     CURRENT.with(|c| c.set(std::ptr::null()));
+}
+
+/// How a task on a worker waits for `event`: suspended, so the worker goes on (`frames`);
+/// where stacks cannot be switched (Miri, loom), by running other work meanwhile.
+fn wait_on_worker(event: &Event) -> bool {
+    frames::suspend(event) || help_while(|| event.has_triggered())
 }
 
 /// A worker's loop: finds work and runs it until the runtime shuts down, then cancels what
@@ -242,9 +250,9 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
 
 /// Registers a subgraph instance with the calling worker (run by the instance's activation
 /// task, placed on that worker).
-pub(crate) fn activate(actor: Box<dyn Active>) {
+pub(crate) fn activate(resident: Box<dyn Resident>) {
     with_current(|ctx| {
         let ctx = ctx.expect("activations run on workers");
-        ctx.actors.activate(actor);
+        ctx.mailbox.activate(resident);
     })
 }

@@ -1,7 +1,7 @@
 //! Compilation: checks a [`SubgraphBuilder`] and lays it out per worker.
 //!
 //! Vertices are renumbered so that each worker's vertices are contiguous: worker `w` owns
-//! `seg[w]..seg[w+1]`, and an actor's copy of the counter image for `w` is that slice of
+//! `seg[w]..seg[w+1]`, and an resident's copy of the counter image for `w` is that slice of
 //! `image`. Each vertex's successors are listed cross-worker first (they are messages, and
 //! the receiving worker may be waiting for them), then same-worker.
 

@@ -1,5 +1,5 @@
 //! Execution: an instance's shared part (postconditions, failure) and each worker's private
-//! part, its actor (dependency counters and ready stack).
+//! part, its resident (dependency counters and ready stack).
 //!
 //! A worker's counters are plain integers only it touches. A same-worker edge is a plain
 //! decrement; a cross-worker edge is one message through the runtime's ring from the sending
@@ -11,7 +11,7 @@ use super::compile::Compiled;
 use crate::countdown::Outcome;
 use crate::event::{Event, Notify};
 use crate::failure::{panic_message, Cause, Failure, TaskLabel};
-use crate::runtime::{Handle, Msg, Outbox, Placement};
+use crate::runtime::{Handle, Msg, Outbox, Placement, Resident};
 use crate::sync::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::{Arc, Mutex};
@@ -39,22 +39,6 @@ pub(crate) struct State<A> {
     failed: AtomicBool,
     failure: Mutex<Option<Arc<Failure>>>,
     instantiated_at: &'static Location<'static>,
-}
-
-/// A subgraph instance as one worker sees it (its actor), with the argument type erased.
-pub(crate) trait Active {
-    /// The instance's id in messages.
-    fn id(&self) -> u32;
-    /// One predecessor of vertex `v` (this worker's) is done. Returns whether `v` became ready.
-    fn arrive(&mut self, v: u32) -> bool;
-    /// Whether a vertex is ready to run.
-    fn has_ready(&self) -> bool;
-    /// Runs the ready vertices, and those they make ready on this worker; sends the messages
-    /// they owe other workers. Returns whether it ran any, and whether this worker's part of
-    /// the instance is done.
-    fn run(&mut self, out: &Outbox<'_>) -> (bool, bool);
-    /// The runtime shut down: poison the instance and trigger its events.
-    fn cancel(&self);
 }
 
 impl<A> State<A> {
@@ -145,13 +129,13 @@ impl<A> State<A> {
 
 impl<A> Drop for State<A> {
     fn drop(&mut self) {
-        // Every actor and subscription of the instance held an `Arc` of this state: the id is
+        // Every resident and subscription of the instance held an `Arc` of this state: the id is
         // in no table and no ring any more.
         self.handle.give_back_id(self.id);
     }
 }
 
-/// Worker `w`'s actor for one instance: only that worker touches it.
+/// Worker `w`'s resident for one instance: only that worker touches it.
 pub(crate) struct Cursor<A> {
     state: Arc<State<A>>,
     /// First vertex of this worker: counter `i` belongs to vertex `base + i`.
@@ -233,7 +217,7 @@ fn arrive(counters: &mut [u32], ready: &mut Vec<u32>, base: u32, v: u32) -> bool
     *c == 0
 }
 
-impl<A> Active for Cursor<A> {
+impl<A> Resident for Cursor<A> {
     fn id(&self) -> u32 {
         self.state.id
     }
@@ -297,7 +281,7 @@ impl<A: Send + Sync + 'static> Notify for FinishWhen<A> {
     }
 }
 
-/// Starts an instance's actor on its worker; cancels the instance if dropped unrun (the
+/// Starts an instance's resident on its worker; cancels the instance if dropped unrun (the
 /// runtime shut down before the worker got to it).
 struct Activation<A>(Option<Arc<State<A>>>);
 

@@ -1,11 +1,12 @@
-//! Subgraphs: a task graph defined once, checked and compiled into per-worker actors, and
-//! instantiated many times (the duality paper's Algorithm 1).
+//! Subgraphs: a task graph defined once, checked and compiled into per-worker parts
+//! (residents: the actors of the task/actor duality), and instantiated many times (the
+//! duality paper's Algorithm 1).
 //!
 //! [`SubgraphBuilder`] collects tasks (a worker and a function of the per-instantiation
 //! argument), edges between them, and external pre- and postconditions. [`compile`] checks the
 //! graph (indices, cycles) and lays it out per worker: each worker's vertices, their flattened
 //! successor lists, an image of the initial dependency counters, and one mailbox per pair of
-//! workers that an edge crosses. [`Subgraph::instantiate`] returns events and starts one actor
+//! workers that an edge crosses. [`Subgraph::instantiate`] returns events and starts one resident
 //! per worker involved, which copies its part of the counter image. From then on each worker
 //! runs its ready vertices inline: a same-worker successor costs a plain decrement of a
 //! counter only that worker touches, a cross-worker successor costs exactly one message (one
@@ -28,7 +29,6 @@ use crate::runtime::Handle;
 use std::fmt;
 use std::sync::Arc;
 
-pub(crate) use exec::Active;
 pub use exec::Instance;
 
 /// A task of a subgraph.

@@ -1,20 +1,38 @@
-//! A worker's side of compiled subgraphs: its actors (one per instance in flight on it), its
-//! ends of the message rings, and the loop that delivers messages and runs ready actors.
+//! A worker's side of compiled subgraphs: its residents (one per instance in flight on it: the
+//! instance's part on this worker, the "actor" of the task/actor duality), its
+//! ends of the message rings, and the loop that delivers messages and runs ready residents.
 //!
-//! User code (a vertex's function) never runs while the worker's actor table is borrowed: the
-//! actor being run is taken out of the table, so that a vertex that waits for an event (and
-//! so polls compiled work again, nested) finds a consistent table. Messages for an actor that
+//! User code (a vertex's function) never runs while the worker's resident table is borrowed: the
+//! resident being run is taken out of the table, so that a vertex that waits for an event (and
+//! so polls compiled work again, nested) finds a consistent table. Messages for an resident that
 //! is out, or whose activation has not run yet, wait in the table until it is back.
 
 use super::channel::{Channel, Msg, SendPos};
 use super::Shared;
-use crate::subgraph::Active;
 use std::cell::RefCell;
+
+/// A compiled-subgraph instance as one worker sees it: its private counters and ready
+/// vertices on this worker, with the argument type erased. The runtime owns this trait and
+/// calls it; the subgraph layer implements it.
+pub(crate) trait Resident {
+    /// The instance's id in messages.
+    fn id(&self) -> u32;
+    /// One predecessor of vertex `v` (this worker's) is done. Returns whether `v` became ready.
+    fn arrive(&mut self, v: u32) -> bool;
+    /// Whether a vertex is ready to run.
+    fn has_ready(&self) -> bool;
+    /// Runs the ready vertices, and those they make ready on this worker; sends the messages
+    /// they owe other workers. Returns whether it ran any, and whether this worker's part of
+    /// the instance is done.
+    fn run(&mut self, out: &Outbox<'_>) -> (bool, bool);
+    /// The runtime shut down: poison the instance and trigger its events.
+    fn cancel(&self);
+}
 
 /// Slots per ring.
 pub(crate) const RING: u32 = 256;
 
-/// Actor runs per poll at most.
+/// Resident runs per poll at most.
 const POLL_BUDGET: u32 = 16;
 
 /// Instance ids: small integers, reused lowest-first-freed, so that every worker can index its
@@ -45,7 +63,7 @@ impl Ids {
 enum Entry {
     #[default]
     Vacant,
-    /// Slot of the actor in `Table::actors` (`None` there while it runs).
+    /// Slot of the resident in `Table::residents` (`None` there while it runs).
     Active(u32),
     /// Messages that arrived before the activation.
     Early(Vec<u32>),
@@ -53,15 +71,15 @@ enum Entry {
 
 #[derive(Default)]
 struct Table {
-    actors: Vec<Option<Box<dyn Active>>>,
+    residents: Vec<Option<Box<dyn Resident>>>,
     free: Vec<u32>,
     /// By instance id.
     index: Vec<Entry>,
     /// Entries that are not vacant.
     live: usize,
-    /// Slots whose actor has ready vertices (may hold stale or repeated slots).
+    /// Slots whose resident has ready vertices (may hold stale or repeated slots).
     runnable: Vec<u32>,
-    /// Messages for actors that were out running when they arrived: `(slot, vertex)`.
+    /// Messages for residents that were out running when they arrived: `(slot, vertex)`.
     held: Vec<(u32, u32)>,
     /// Per sending worker: how far this worker read its ring.
     heads: Vec<u32>,
@@ -76,12 +94,12 @@ struct SendState {
 }
 
 /// The compiled-subgraph state of one worker.
-pub(crate) struct Actors {
+pub(crate) struct Mailbox {
     table: RefCell<Table>,
     send: RefCell<SendState>,
 }
 
-/// The sending end a running actor uses.
+/// The sending end a running resident uses.
 pub(crate) struct Outbox<'a> {
     shared: &'a Shared,
     from: usize,
@@ -113,7 +131,7 @@ impl Table {
         match self.entry(m.id) {
             Entry::Active(slot) => {
                 let slot = *slot;
-                match &mut self.actors[slot as usize] {
+                match &mut self.residents[slot as usize] {
                     Some(a) => {
                         if a.arrive(m.vertex) {
                             self.runnable.push(slot);
@@ -131,9 +149,9 @@ impl Table {
     }
 }
 
-impl Actors {
-    pub(crate) fn new(workers: usize) -> Actors {
-        Actors {
+impl Mailbox {
+    pub(crate) fn new(workers: usize) -> Mailbox {
+        Mailbox {
             table: RefCell::new(Table {
                 heads: vec![0; workers],
                 ..Table::default()
@@ -151,15 +169,15 @@ impl Actors {
         self.table.borrow().live > 0 || !self.send.borrow().backlog.is_empty()
     }
 
-    /// Registers the actor of an instance on this worker.
-    pub(crate) fn activate(&self, mut actor: Box<dyn Active>) {
+    /// Registers the resident of an instance on this worker.
+    pub(crate) fn activate(&self, mut resident: Box<dyn Resident>) {
         let mut t = self.table.borrow_mut();
         let t = &mut *t;
-        let id = actor.id();
+        let id = resident.id();
         match std::mem::take(t.entry(id)) {
             Entry::Early(early) => {
                 for v in early {
-                    actor.arrive(v);
+                    resident.arrive(v);
                 }
             }
             Entry::Vacant => t.live += 1,
@@ -167,19 +185,19 @@ impl Actors {
         }
         let slot = match t.free.pop() {
             Some(s) => {
-                t.actors[s as usize] = Some(actor);
+                t.residents[s as usize] = Some(resident);
                 s
             }
             None => {
-                t.actors.push(Some(actor));
-                t.actors.len() as u32 - 1
+                t.residents.push(Some(resident));
+                t.residents.len() as u32 - 1
             }
         };
         *t.entry(id) = Entry::Active(slot);
         t.runnable.push(slot);
     }
 
-    /// Moves messages into actors: from the rings of the other workers, from the external
+    /// Moves messages into residents: from the rings of the other workers, from the external
     /// queue, and those that found a ring full earlier.
     fn receive(&self, shared: &Shared, me: usize) {
         {
@@ -206,7 +224,7 @@ impl Actors {
         }
     }
 
-    /// Nothing to do: no ready actor, no message in, none waiting to go out. The check an idle
+    /// Nothing to do: no ready resident, no message in, none waiting to go out. The check an idle
     /// worker repeats while it waits for messages, so it only reads.
     fn quiet(&self, shared: &Shared, me: usize) -> bool {
         let t = self.table.borrow();
@@ -218,7 +236,7 @@ impl Actors {
             && shared.external[me].is_empty()
     }
 
-    /// Delivers messages and runs ready actors until none is ready, or `POLL_BUDGET` actors
+    /// Delivers messages and runs ready residents until none is ready, or `POLL_BUDGET` residents
     /// ran (so that the worker gets back to its task queues however busy the rings keep it).
     /// Returns whether it ran any vertex.
     pub(crate) fn poll(&self, shared: &Shared, me: usize) -> bool {
@@ -233,22 +251,22 @@ impl Actors {
         let mut ran = false;
         for _ in 0..POLL_BUDGET {
             self.receive(shared, me);
-            let (slot, mut actor) = {
+            let (slot, mut resident) = {
                 let mut t = self.table.borrow_mut();
                 let Some(slot) = t.runnable.pop() else { break };
-                match t.actors[slot as usize].take() {
+                match t.residents[slot as usize].take() {
                     Some(a) => (slot, a),
                     // Stale, or out running further up this stack: it is queued again when
                     // put back.
                     None => continue,
                 }
             };
-            let (progress, done) = actor.run(&out);
+            let (progress, done) = resident.run(&out);
             ran |= progress;
             let mut t = self.table.borrow_mut();
             let t = &mut *t;
             if done {
-                *t.entry(actor.id()) = Entry::Vacant;
+                *t.entry(resident.id()) = Entry::Vacant;
                 t.live -= 1;
                 t.free.push(slot);
                 debug_assert!(t.held.iter().all(|&(s, _)| s != slot));
@@ -258,22 +276,22 @@ impl Actors {
             t.held.retain(|&(s, v)| {
                 let mine = s == slot;
                 if mine {
-                    ready |= actor.arrive(v);
+                    ready |= resident.arrive(v);
                 }
                 !mine
             });
-            if ready || actor.has_ready() {
+            if ready || resident.has_ready() {
                 t.runnable.push(slot);
             }
-            t.actors[slot as usize] = Some(actor);
+            t.residents[slot as usize] = Some(resident);
         }
         ran
     }
 
-    /// Shutdown: cancels every instance with an actor here.
+    /// Shutdown: cancels every instance with an resident here.
     pub(crate) fn cancel(&self) {
-        let actors = std::mem::take(&mut self.table.borrow_mut().actors);
-        for a in actors.into_iter().flatten() {
+        let residents = std::mem::take(&mut self.table.borrow_mut().residents);
+        for a in residents.into_iter().flatten() {
             a.cancel();
         }
     }
