@@ -8,8 +8,12 @@
 //! is out, or whose activation has not run yet, wait in the table until it is back.
 
 use super::channel::{Channel, Msg, SendPos};
-use super::Shared;
+use super::source::Source;
+use crate::sync::{lock, Mutex};
+use crossbeam_deque::Injector;
+use crossbeam_utils::CachePadded;
 use std::cell::RefCell;
+use std::sync::Arc;
 
 /// A compiled-subgraph instance as one worker sees it: its private counters and ready
 /// vertices on this worker, with the argument type erased. The runtime owns this trait and
@@ -93,15 +97,73 @@ struct SendState {
     backlog: Vec<(usize, Msg)>,
 }
 
+/// What the workers share for compiled subgraphs: a message ring per ordered pair of workers,
+/// a queue per worker for messages from outside (external preconditions), and instance ids.
+pub(crate) struct Rings {
+    workers: usize,
+    /// `from * workers + to`.
+    channels: Box<[Channel]>,
+    external: Box<[CachePadded<Injector<Msg>>]>,
+    ids: Mutex<Ids>,
+}
+
+impl Rings {
+    /// Bytes the rings of `workers` workers take (saturating).
+    pub(crate) fn footprint(workers: usize) -> u128 {
+        let n = workers as u128;
+        n.saturating_mul(n).saturating_mul(Channel::bytes(RING))
+    }
+
+    /// The rings of `workers` workers; `None` when the table of `workers²` rings cannot be
+    /// allocated.
+    pub(crate) fn new(workers: usize) -> Option<Rings> {
+        let pairs = workers.checked_mul(workers)?;
+        let mut table = Vec::new();
+        table.try_reserve_exact(pairs).ok()?;
+        table.extend((0..pairs).map(|i| {
+            // A worker never messages itself: its rings stay empty.
+            let own = i / workers == i % workers;
+            Channel::new(if own { 1 } else { RING })
+        }));
+        Some(Rings {
+            workers,
+            channels: table.into_boxed_slice(),
+            external: (0..workers)
+                .map(|_| CachePadded::new(Injector::new()))
+                .collect(),
+            ids: Mutex::new(Ids::default()),
+        })
+    }
+
+    pub(crate) fn channel(&self, from: usize, to: usize) -> &Channel {
+        &self.channels[from * self.workers + to]
+    }
+
+    /// Queues a message for worker `w` from outside the workers (the caller wakes `w`).
+    pub(crate) fn push_external(&self, w: usize, m: Msg) {
+        self.external[w].push(m);
+    }
+
+    pub(crate) fn take_id(&self) -> u32 {
+        lock(&self.ids).take()
+    }
+
+    pub(crate) fn give_back_id(&self, id: u32) {
+        lock(&self.ids).give_back(id);
+    }
+}
+
 /// The compiled-subgraph state of one worker.
 pub(crate) struct Mailbox {
+    rings: Arc<Rings>,
+    me: usize,
     table: RefCell<Table>,
     send: RefCell<SendState>,
 }
 
 /// The sending end a running resident uses.
 pub(crate) struct Outbox<'a> {
-    shared: &'a Shared,
+    rings: &'a Rings,
     from: usize,
     send: &'a RefCell<SendState>,
 }
@@ -110,7 +172,7 @@ impl Outbox<'_> {
     /// Sends `m` to worker `to`, keeping it for later if the ring is full.
     pub(crate) fn send(&self, to: usize, m: Msg) {
         let mut s = self.send.borrow_mut();
-        let ch = self.shared.channel(self.from, to);
+        let ch = self.rings.channel(self.from, to);
         if !ch.try_send(&mut s.pos[to], m) {
             s.backlog.push((to, m));
         }
@@ -150,8 +212,11 @@ impl Table {
 }
 
 impl Mailbox {
-    pub(crate) fn new(workers: usize) -> Mailbox {
+    pub(crate) fn new(rings: Arc<Rings>, me: usize) -> Mailbox {
+        let workers = rings.workers;
         Mailbox {
+            rings,
+            me,
             table: RefCell::new(Table {
                 heads: vec![0; workers],
                 ..Table::default()
@@ -163,9 +228,7 @@ impl Mailbox {
         }
     }
 
-    /// Whether an instance is in flight here (or messages wait to leave): the worker then
-    /// keeps its core.
-    pub(crate) fn busy(&self) -> bool {
+    fn in_flight(&self) -> bool {
         self.table.borrow().live > 0 || !self.send.borrow().backlog.is_empty()
     }
 
@@ -199,24 +262,25 @@ impl Mailbox {
 
     /// Moves messages into residents: from the rings of the other workers, from the external
     /// queue, and those that found a ring full earlier.
-    fn receive(&self, shared: &Shared, me: usize) {
+    fn receive(&self) {
+        let (rings, me) = (&*self.rings, self.me);
         {
             let mut s = self.send.borrow_mut();
             if !s.backlog.is_empty() {
                 let s = &mut *s;
                 s.backlog
-                    .retain(|&(to, m)| !shared.channel(me, to).try_send(&mut s.pos[to], m));
+                    .retain(|&(to, m)| !rings.channel(me, to).try_send(&mut s.pos[to], m));
             }
         }
         let mut t = self.table.borrow_mut();
         let t = &mut *t;
         for from in (0..t.heads.len()).filter(|&f| f != me) {
-            let ch = shared.channel(from, me);
+            let ch = rings.channel(from, me);
             while let Some(m) = ch.try_recv(&mut t.heads[from]) {
                 t.deliver(m);
             }
         }
-        let ext = &shared.external[me];
+        let ext = &rings.external[me];
         if !ext.is_empty() {
             while let Some(m) = super::worker::steal(|| ext.steal()) {
                 t.deliver(m);
@@ -226,31 +290,32 @@ impl Mailbox {
 
     /// Nothing to do: no ready resident, no message in, none waiting to go out. The check an idle
     /// worker repeats while it waits for messages, so it only reads.
-    fn quiet(&self, shared: &Shared, me: usize) -> bool {
+    fn quiet(&self) -> bool {
+        let (rings, me) = (&*self.rings, self.me);
         let t = self.table.borrow();
         t.runnable.is_empty()
             && self.send.borrow().backlog.is_empty()
             && (0..t.heads.len())
                 .filter(|&f| f != me)
-                .all(|f| !shared.channel(f, me).ready(t.heads[f]))
-            && shared.external[me].is_empty()
+                .all(|f| !rings.channel(f, me).ready(t.heads[f]))
+            && rings.external[me].is_empty()
     }
 
     /// Delivers messages and runs ready residents until none is ready, or `POLL_BUDGET` residents
     /// ran (so that the worker gets back to its task queues however busy the rings keep it).
     /// Returns whether it ran any vertex.
-    pub(crate) fn poll(&self, shared: &Shared, me: usize) -> bool {
-        if self.quiet(shared, me) {
+    fn poll_residents(&self) -> bool {
+        if self.quiet() {
             return false;
         }
         let out = Outbox {
-            shared,
-            from: me,
+            rings: &self.rings,
+            from: self.me,
             send: &self.send,
         };
         let mut ran = false;
         for _ in 0..POLL_BUDGET {
-            self.receive(shared, me);
+            self.receive();
             let (slot, mut resident) = {
                 let mut t = self.table.borrow_mut();
                 let Some(slot) = t.runnable.pop() else { break };
@@ -288,8 +353,7 @@ impl Mailbox {
         ran
     }
 
-    /// Shutdown: cancels every instance with an resident here.
-    pub(crate) fn cancel(&self) {
+    fn cancel_all(&self) {
         let residents = std::mem::take(&mut self.table.borrow_mut().residents);
         for a in residents.into_iter().flatten() {
             a.cancel();
@@ -297,8 +361,28 @@ impl Mailbox {
     }
 }
 
-impl Shared {
-    pub(crate) fn channel(&self, from: usize, to: usize) -> &Channel {
-        &self.channels[from * self.stealers.len() + to]
+/// Compiled subgraphs are one source of work: messages arrive in the rings without a push to
+/// the worker's queues, so the worker polls them.
+impl Source for Mailbox {
+    /// Delivers messages and runs ready residents until none is ready, or `POLL_BUDGET`
+    /// residents ran (so that the worker gets back to its task queues however busy the rings
+    /// keep it).
+    fn poll(&self) -> bool {
+        self.poll_residents()
+    }
+
+    /// An instance is in flight here (or messages wait to leave): its next vertex arrives
+    /// through a ring with no wake-up, so the worker keeps its core.
+    fn busy(&self) -> bool {
+        self.in_flight()
+    }
+
+    fn has_work(&self) -> bool {
+        self.in_flight() || !self.rings.external[self.me].is_empty()
+    }
+
+    /// Shutdown: cancels every instance with a resident here.
+    fn cancel(&self) {
+        self.cancel_all()
     }
 }

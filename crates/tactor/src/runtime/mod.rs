@@ -5,6 +5,7 @@ pub(crate) mod channel;
 mod frames;
 pub(crate) mod idle;
 mod mailbox;
+mod source;
 pub(crate) mod task;
 mod worker;
 
@@ -14,7 +15,7 @@ pub use task::Placement;
 pub(crate) use worker::activate;
 
 use crate::event::Event;
-use crate::sync::{lock, AtomicBool, Mutex, Ordering};
+use crate::sync::{AtomicBool, Ordering};
 use crossbeam_deque::{Injector, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use idle::Idle;
@@ -31,11 +32,8 @@ pub(crate) struct Shared {
     injector: Injector<Task>,
     inboxes: Box<[CachePadded<Injector<Task>>]>,
     stealers: Box<[Stealer<Task>]>,
-    /// Compiled-subgraph message rings, `from * workers + to`.
-    channels: Box<[channel::Channel]>,
-    /// Compiled-subgraph messages from outside the workers (external preconditions).
-    external: Box<[CachePadded<Injector<Msg>>]>,
-    ids: Mutex<mailbox::Ids>,
+    /// Compiled-subgraph message rings, external queues and instance ids.
+    rings: Arc<mailbox::Rings>,
     idle: Idle,
     closed: AtomicBool,
     spin: Duration,
@@ -141,11 +139,8 @@ impl Builder {
     /// ```
     pub fn footprint(&self) -> u128 {
         let n = self.workers as u128;
-        let ring = channel::Channel::bytes(mailbox::RING);
         let per_worker = 64 * 1024; // deques, inboxes, idle state and a thread's first pages
-        n.saturating_mul(n)
-            .saturating_mul(ring)
-            .saturating_add(n.saturating_mul(per_worker))
+        mailbox::Rings::footprint(self.workers).saturating_add(n.saturating_mul(per_worker))
     }
 
     /// Starts the workers. Fails with `InvalidInput` for 0 workers, `OutOfMemory` when the
@@ -158,9 +153,7 @@ impl Builder {
                 "a runtime needs at least 1 worker, got 0",
             ));
         }
-        let pairs = self.workers.checked_mul(self.workers);
-        let mut table = Vec::new();
-        if pairs.is_none_or(|p| table.try_reserve_exact(p).is_err()) {
+        let Some(rings) = mailbox::Rings::new(self.workers) else {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::OutOfMemory,
                 format!(
@@ -169,7 +162,7 @@ impl Builder {
                     (self.workers as u128).pow(2)
                 ),
             ));
-        }
+        };
         let deques: Vec<Worker<Task>> = (0..self.workers).map(|_| Worker::new_fifo()).collect();
         let shared = Arc::new(Shared {
             injector: Injector::new(),
@@ -177,18 +170,7 @@ impl Builder {
                 .map(|_| CachePadded::new(Injector::new()))
                 .collect(),
             stealers: deques.iter().map(Worker::stealer).collect(),
-            channels: {
-                table.extend((0..self.workers * self.workers).map(|i| {
-                    // A worker never messages itself: its rings stay empty.
-                    let own = i / self.workers == i % self.workers;
-                    channel::Channel::new(if own { 1 } else { mailbox::RING })
-                }));
-                table.into_boxed_slice()
-            },
-            external: (0..self.workers)
-                .map(|_| CachePadded::new(Injector::new()))
-                .collect(),
-            ids: Mutex::new(mailbox::Ids::default()),
+            rings: Arc::new(rings),
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),
             spin: self.spin,
@@ -283,17 +265,17 @@ impl Handle {
 
     /// An id for a new subgraph instance, unique until given back.
     pub(crate) fn take_id(&self) -> u32 {
-        lock(&self.shared.ids).take()
+        self.shared.rings.take_id()
     }
 
     /// The instance with this id is gone: no resident and no message refers to it any more.
     pub(crate) fn give_back_id(&self, id: u32) {
-        lock(&self.shared.ids).give_back(id);
+        self.shared.rings.give_back_id(id);
     }
 
     /// Queues a compiled-subgraph message for worker `w` from any thread.
     pub(crate) fn send_external(&self, w: usize, m: Msg) {
-        self.shared.external[w].push(m);
+        self.shared.rings.push_external(w, m);
         self.shared.idle.wake_worker(w);
     }
 

@@ -2,6 +2,7 @@
 
 use super::frames;
 use super::mailbox::{Mailbox, Resident};
+use super::source::{self, Source};
 use super::task::{Placement, TaskNode};
 use super::Shared;
 use crate::event::{self, Event};
@@ -9,6 +10,7 @@ use crate::sync;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +25,9 @@ pub(crate) struct WorkerCtx {
     /// Tasks placed on this worker by itself: never stolen, so no atomics needed.
     pinned: RefCell<VecDeque<Task>>,
     /// The compiled-subgraph instances in flight on this worker, and their messages.
-    mailbox: Mailbox,
+    mailbox: Rc<Mailbox>,
+    /// Every source of work this worker polls ([`source`]), the mailbox among them.
+    sources: Vec<Rc<dyn Source>>,
 }
 
 thread_local! {
@@ -84,21 +88,24 @@ impl WorkerCtx {
             .find_map(|s| steal(|| s.steal()))
     }
 
-    /// Runs the ready vertices of the subgraph instances in flight on this worker. Returns
-    /// whether it ran any.
-    fn poll_compiled(&self) -> bool {
-        self.mailbox.poll(&self.shared, self.index)
+    /// Polls every source of work once. Returns whether any ran something.
+    fn poll_sources(&self) -> bool {
+        let mut ran = false;
+        for s in &self.sources {
+            ran |= s.poll();
+        }
+        ran
     }
 
-    /// Whether a subgraph instance is in flight on this worker: it then never parks.
-    fn compiled_in_flight(&self) -> bool {
-        self.mailbox.busy()
+    /// Whether some source has work in flight that arrives without a wake-up: the worker
+    /// then never parks.
+    fn sources_busy(&self) -> bool {
+        self.sources.iter().any(|s| s.busy())
     }
 
     fn has_work(&self) -> bool {
         let shared = &*self.shared;
-        self.compiled_in_flight()
-            || !shared.external[self.index].is_empty()
+        self.sources.iter().any(|s| s.has_work())
             || !self.pinned.borrow().is_empty()
             || !self.deque.is_empty()
             || !shared.inboxes[self.index].is_empty()
@@ -108,7 +115,9 @@ impl WorkerCtx {
     }
 
     fn cancel_own(&self) {
-        self.mailbox.cancel();
+        for s in &self.sources {
+            s.cancel();
+        }
         while let Some(t) = self.pinned.borrow_mut().pop_front() {
             t.cancel();
         }
@@ -140,8 +149,10 @@ const QUEUE_LOOK_EVERY: u32 = 16;
 /// The body of worker thread `index`.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     shared.idle.register(index, sync::current());
+    let (mailbox, sources) = source::for_worker(&shared.rings, index);
     let ctx = WorkerCtx {
-        mailbox: Mailbox::new(shared.stealers.len()),
+        mailbox,
+        sources,
         shared,
         index,
         deque,
@@ -185,12 +196,12 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         }
         polls = polls.wrapping_add(1);
         let look = polls % QUEUE_LOOK_EVERY == 0;
-        if ctx.poll_compiled() {
+        if ctx.poll_sources() {
             idle_since = None;
             if !look {
                 continue;
             }
-        } else if !look && ctx.compiled_in_flight() {
+        } else if !look && ctx.sources_busy() {
             // The next vertex usually arrives as a message within a few hundred nanoseconds:
             // watch the mailboxes closely and the queues (costlier to look at) now and then.
             std::hint::spin_loop();
@@ -208,7 +219,7 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         if shared.closed.load(Ordering::SeqCst) {
             break;
         }
-        if ctx.compiled_in_flight() {
+        if ctx.sources_busy() {
             // An instance's next vertex arrives through its ring, with no wake-up: keep the core.
             std::hint::spin_loop();
             continue;
@@ -236,7 +247,7 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
         let mut polls = 0u32;
         while !done() {
             polls = polls.wrapping_add(1);
-            if ctx.poll_compiled() && polls % QUEUE_LOOK_EVERY != 0 {
+            if ctx.poll_sources() && polls % QUEUE_LOOK_EVERY != 0 {
                 continue;
             }
             match ctx.find() {
