@@ -281,3 +281,42 @@ fn write_output(t: i64, point: i64, output: &mut [u8]) {
         chunk.copy_from_slice(&pair);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DependenceType, KernelType};
+    use crate::kernel::{new_scratch, Kernel};
+
+    /// A word torn in the middle of the scratch (where the first-word check cannot see it) is
+    /// caught by the full check at the end of the point's run.
+    #[test]
+    fn a_torn_scratch_word_is_caught_at_the_end_of_the_run() {
+        let g = TaskGraph {
+            dependence: DependenceType::NoComm,
+            timesteps: 3,
+            max_width: 1,
+            scratch_bytes_per_task: 1000,
+            kernel: Kernel {
+                kind: KernelType::MemoryBound,
+                iterations: 2,
+                ..Kernel::default()
+            },
+            ..TaskGraph::default()
+        };
+        let plan = Plan::new(g);
+        let mut scratch = new_scratch(1000);
+        let mut out = vec![0u8; 16];
+        let mut prev = Plan::output_of(0, 0, 16);
+        plan.execute_point(0, 0, &mut out, &[], &mut scratch)
+            .unwrap();
+        scratch[515] ^= 0x40;
+        // Timestep 1 is one of the point's last two (of 3): all of the scratch is checked.
+        prev.copy_from_slice(&out);
+        let e = plan
+            .execute_point(1, 0, &mut out, &[&prev], &mut scratch)
+            .unwrap_err();
+        assert_eq!(e.violation, Violation::ScratchCorrupted);
+        assert_eq!(e.timestep, 1);
+    }
+}

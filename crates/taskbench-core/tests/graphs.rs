@@ -234,3 +234,46 @@ fn each_graph_after_and_starts_from_defaults_and_gets_its_index() {
         vec![0, 1, 2]
     );
 }
+
+/// Totals computed per class of timesteps equal a count over every task, for every type,
+/// with and without `-nodes` (and `-nodes` beyond the width cannot overflow).
+#[test]
+fn class_totals_equal_a_count_over_every_task() {
+    for ty in DependenceType::ALL {
+        if ty == DependenceType::RandomSpread {
+            continue;
+        }
+        for (steps, width) in [(1, 3), (9, 4), (37, 7), (70, 16)] {
+            for nodes in ["", "-nodes 3", "-nodes 9223372036854775807"] {
+                let flags = format!(
+                    "-steps {steps} -width {width} -type {ty} -radix 2 -kernel load_imbalance -iter 9 -imbalance 1 {nodes}"
+                );
+                let Ok(a) = app(&flags) else { continue };
+                let g = &a.graphs[0];
+                let n = a.nodes.max(1) as i128;
+                let node = |p: i64| p as i128 * n / g.max_width as i128;
+                let (mut tasks, mut deps, mut local, mut flops) = (0i64, 0i64, 0i64, 0i64);
+                for t in 0..steps {
+                    for p in 0..width {
+                        if !g.contains(t, p) {
+                            continue;
+                        }
+                        tasks += 1;
+                        flops += g.kernel.flops(g.graph_index, t, p);
+                        for d in g.filtered_dependencies(t, p) {
+                            deps += 1;
+                            local += i64::from(node(p) == node(d));
+                        }
+                    }
+                }
+                let tot = a.totals();
+                assert_eq!(
+                    (tot.tasks, tot.deps, tot.local_deps, tot.flops),
+                    (tasks, deps, local, flops),
+                    "{flags}"
+                );
+                assert_eq!(tot.local_deps + tot.nonlocal_deps, tot.deps, "{flags}");
+            }
+        }
+    }
+}
