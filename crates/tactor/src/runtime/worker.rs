@@ -188,6 +188,7 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
     let index = ctx.index;
     let mut idle_since: Option<Instant> = None;
     let mut polls = 0u32;
+    let mut waiting = Waiting::default();
     loop {
         if frames::ready() {
             frames::switch();
@@ -198,17 +199,19 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         let look = polls % QUEUE_LOOK_EVERY == 0;
         if ctx.poll_sources() {
             idle_since = None;
+            waiting = Waiting::default();
             if !look {
                 continue;
             }
         } else if !look && ctx.sources_busy() {
             // The next vertex usually arrives as a message within a few hundred nanoseconds:
             // watch the mailboxes closely and the queues (costlier to look at) now and then.
-            std::hint::spin_loop();
+            waiting.spin();
             continue;
         }
         if let Some(t) = ctx.find() {
             idle_since = None;
+            waiting = Waiting::default();
             if shared.closed.load(Ordering::Relaxed) {
                 t.cancel();
             } else {
@@ -221,7 +224,7 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         }
         if ctx.sources_busy() {
             // An instance's next vertex arrives through its ring, with no wake-up: keep the core.
-            std::hint::spin_loop();
+            waiting.spin();
             continue;
         }
         // Spin a bounded time before parking: a futex wake-up costs far more than a task.
@@ -236,6 +239,32 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
             .idle
             .sleep(index, || ctx.has_work() || frames::ready());
         idle_since = None;
+    }
+}
+
+/// Empty polls in a row after which a worker that waits for work in flight (a message that
+/// arrives with no wake-up) yields its core at every further empty poll. A message usually
+/// comes within a few hundred nanoseconds, long before this; when it does not, the thread
+/// that would send it may be waiting for this core: with more threads than cores
+/// (oversubscription, or several ranks on one machine) spinning on would starve it for a
+/// whole time slice per message. On a core of its own a yield returns at once.
+const SPINS_BEFORE_YIELD: u32 = 256;
+
+/// How long a worker has been waiting for work in flight.
+#[derive(Default)]
+struct Waiting {
+    empty_polls: u32,
+}
+
+impl Waiting {
+    /// One more empty poll: spin, or yield once the wait has gone on.
+    fn spin(&mut self) {
+        self.empty_polls = self.empty_polls.saturating_add(1);
+        if self.empty_polls < SPINS_BEFORE_YIELD {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 
