@@ -1,0 +1,297 @@
+//! One `taskbench metg` comparison: the contenders and `--out` checked first, the whole sweeps
+//! run (`--runs`), then the table and the files.
+
+use super::analyze::{Params, Stat};
+use super::args::{usage, MetgArgs};
+use super::output;
+use super::results::{analyse_run, combine, write_results};
+use super::sweep::{self, with_iterations, Contender, SweepConfig};
+use anyhow::Context;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use taskbench_core::app::App;
+use taskbench_core::graph::KernelType;
+
+fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
+    let exe = std::env::current_exe()
+        .context("locating the taskbench executable")?
+        .display()
+        .to_string();
+    let names: Vec<String> = if m.system.is_empty() && m.external.is_empty() {
+        crate::systems::all()
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect()
+    } else {
+        m.system.clone()
+    };
+    let mut out: Vec<Contender> = Vec::new();
+    for name in names {
+        if crate::systems::by_name(&name).is_none() {
+            let known: Vec<_> = crate::systems::all().iter().map(|s| s.name()).collect();
+            usage!(
+                "Invalid option \"--system {name}\": expected one of {}",
+                known.join(", ")
+            );
+        }
+        let command = vec![
+            exe.clone(),
+            "-system".into(),
+            name.clone(),
+            "-worker".into(),
+            workers.to_string(),
+        ];
+        out.push(Contender { name, command });
+    }
+    for (k, ext) in m.external.iter().enumerate() {
+        let (name, cmd) = match ext.split_once('=') {
+            Some((n, c))
+                if !n.is_empty()
+                    && n.chars()
+                        .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch)) =>
+            {
+                (n.to_string(), c)
+            }
+            _ => (format!("external{}", k + 1), ext.as_str()),
+        };
+        let Ok(command) = shell_words::split(cmd) else {
+            usage!("Invalid option \"--external {ext}\": unbalanced quotes");
+        };
+        if command.is_empty() {
+            usage!("Invalid option \"--external {ext}\": empty command");
+        }
+        out.push(Contender { name, command });
+    }
+    // Names key the logs and the plot: two of one name would overwrite each other.
+    for (i, c) in out.iter().enumerate() {
+        if out[..i].iter().any(|o| o.name == c.name) {
+            usage!(
+                "two contenders are named \"{}\": give each --external its own NAME=",
+                c.name
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Makes sure `--out` can take the results before anything is measured.
+fn prepare_out(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        usage!(
+            "Invalid option \"--out {}\": exists and is not a directory",
+            dir.display()
+        );
+    }
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        usage!(
+            "Invalid option \"--out {}\": cannot create it: {e}",
+            dir.display()
+        );
+    }
+    let probe = dir.join(format!(".taskbench-metg-probe-{}", std::process::id()));
+    if let Err(e) = std::fs::write(&probe, b"") {
+        usage!(
+            "Invalid option \"--out {}\": cannot write there: {e}",
+            dir.display()
+        );
+    }
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
+    if graph_flags.iter().any(|f| f == "-iter") {
+        usage!("-iter is set by the sweep; use --max-iter and --min-iter");
+    }
+    if m.max_iter < m.min_iter {
+        usage!(
+            "Invalid options \"--min-iter {} --max-iter {}\": need min <= max",
+            m.min_iter,
+            m.max_iter
+        );
+    }
+    let mut sizes = Vec::new();
+    let mut n = m.max_iter;
+    while n >= m.min_iter {
+        sizes.push(n);
+        n /= 2;
+    }
+    let mut apps = Vec::new();
+    for &n in &sizes {
+        match App::parse(&with_iterations(&graph_flags, n), &[]) {
+            Ok((a, _)) => apps.push(a),
+            Err(e) => usage!("{e}"),
+        }
+    }
+    let kinds: Vec<KernelType> = apps[0].graphs.iter().map(|g| g.kernel.kind).collect();
+    let bytes = kinds.iter().all(|&k| k == KernelType::MemoryBound);
+    if apps[0].totals().flops == 0 && !bytes {
+        usage!("METG needs a kernel that does measurable work: -kernel compute_bound, compute_bound2, load_imbalance or memory_bound (got {})", kinds[0]);
+    }
+    let cores = m.cores.unwrap_or_else(crate::systems::default_workers);
+    let workers = m.worker.unwrap_or(cores);
+    let contenders = contenders(m, workers)?;
+    if let Some(dir) = &m.out {
+        prepare_out(dir)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || {
+            if stop.swap(true, Ordering::Relaxed) {
+                std::process::exit(130);
+            }
+            eprintln!(
+                "\ninterrupted: finishing with what was measured (Ctrl-C again to quit at once)"
+            );
+        });
+    }
+    let names: Vec<&str> = contenders.iter().map(|c| c.name.as_str()).collect();
+    eprintln!(
+        "METG sweep: {} on {cores} cores, -iter {}..{} by halves, {} reps, {} run(s): {}",
+        names.join(", "),
+        m.max_iter,
+        m.min_iter,
+        m.reps,
+        m.runs,
+        graph_flags.join(" ")
+    );
+    let exe = std::env::current_exe()
+        .context("locating the taskbench executable")?
+        .display()
+        .to_string();
+    let machine_cores = crate::systems::default_workers().to_string();
+    let calibration: Vec<String> = [
+        exe.as_str(),
+        "-system",
+        "bsp",
+        "-worker",
+        &machine_cores,
+        "-steps",
+        "100",
+        "-width",
+        &machine_cores,
+        "-type",
+        "trivial",
+        "-kernel",
+        "compute_bound",
+        "-iter",
+        "32768",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let cfg = SweepConfig {
+        graph_flags: graph_flags.clone(),
+        sizes,
+        reps: m.reps,
+        threshold: m.threshold,
+        peak: m.peak,
+        bytes,
+        timeout: Duration::from_secs_f64(m.timeout),
+        noise: m.noise,
+        retry_budget: m.retry_budget,
+        calibration: Some(calibration),
+    };
+    let params = |peak| Params {
+        ngraphs: apps[0].graphs.len(),
+        nodes: 1.0,
+        cores: cores as f64,
+        threshold: m.threshold,
+        peak,
+        stat: m.stat,
+    };
+    let mut results = Vec::new();
+    for r in 0..m.runs {
+        if m.runs > 1 {
+            eprintln!("== run {} of {}", r + 1, m.runs);
+        }
+        let sw = sweep::sweep(&contenders, &apps, &cfg, stop.clone());
+        results.push(analyse_run(m, &contenders, sw, &params, bytes)?);
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    if results.iter().all(|r| r.peak <= 0.0) {
+        anyhow::bail!("no run succeeded, so no peak could be measured");
+    }
+    let outcomes = combine(&results);
+    let unit = if bytes { "B/s" } else { "FLOP/s" };
+    let shown = results.last().expect("at least one run");
+    out!("Peak: {:.4e} {unit} ({})\n", shown.peak, shown.peak_source);
+    if results.len() > 1 {
+        let peaks: Vec<String> = results.iter().map(|r| format!("{:.3e}", r.peak)).collect();
+        out!(
+            "Peaks of the {} runs: {} {unit}\n",
+            results.len(),
+            peaks.join(", ")
+        );
+    }
+    out!("{}", output::table(&outcomes, m.threshold));
+    let cal: Vec<f64> = results
+        .iter()
+        .flat_map(|r| r.sweep.calibration.iter().copied())
+        .collect();
+    let machine_noise = sweep::drift(&cal);
+    // Other programs' share of the CPU, the worst whole run.
+    let foreign = results
+        .iter()
+        .filter_map(|r| r.sweep.foreign_load)
+        .reduce(f64::max);
+    let loaded = foreign.is_some_and(|f| f > m.noise);
+    // The whole result is noisy when the machine was loaded by other programs or some
+    // system's METG rests only on noisy sizes; the drift of the machine's own speed is shown
+    // for judgement (these VMs drift 10-50 % while idle) and enters each METG's interval.
+    let noisy = loaded || outcomes.iter().any(|o| o.noisy);
+    let load = foreign.map_or("unknown".to_string(), |f| format!("{:.0}%", f * 100.0));
+    out!(
+        "Machine: other programs used {load} of its CPU time; its speed drifted by {:.0}% (calibration runs, p10 to p90).\n",
+        machine_noise * 100.0
+    );
+    if loaded {
+        out!(
+            "Noisy: other programs used more than the {:.0}% tolerance of the CPU: this comparison was taken on a loaded machine.\n",
+            m.noise * 100.0
+        );
+    } else if noisy {
+        out!("Noisy: some METG above rests only on sizes measured under noise ('*').\n");
+    }
+    let interrupted = stop.load(Ordering::Relaxed);
+    if interrupted {
+        out!("(interrupted: results cover what was measured)\n");
+    }
+    if let Some(dir) = &m.out {
+        write_results(
+            dir,
+            m,
+            &contenders,
+            &results,
+            &outcomes,
+            &graph_flags,
+            cores,
+            workers,
+            machine_noise,
+            foreign,
+            noisy,
+            interrupted,
+            unit,
+        )?;
+    }
+    if interrupted {
+        // Results are saved; the exit status still tells scripts the sweep is incomplete.
+        std::process::exit(130);
+    }
+    Ok(())
+}
+
+impl MetgArgs {
+    pub(super) fn stat_name(&self) -> &'static str {
+        match self.stat {
+            Stat::Mean => "mean",
+            Stat::Median => "median",
+            Stat::Min => "min",
+        }
+    }
+}
