@@ -10,6 +10,9 @@
 //! assert_eq!(pass.tasks, 80);
 //! ```
 
+// The METG summary is one nested `serde_json::json!`, deeper than the default limit.
+#![recursion_limit = "256"]
+
 pub mod cli;
 pub mod metg;
 pub mod systems;

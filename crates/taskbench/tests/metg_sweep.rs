@@ -102,6 +102,10 @@ fn sweeps_our_systems_and_an_external_copy_of_taskbench() {
     }
     assert!(summary["noisy"].is_boolean() && summary["loaded"].is_boolean());
     assert!(summary["calibration_drift"].as_f64().unwrap() >= 0.0);
+    assert!(
+        summary["step_probe_ns"].as_f64().unwrap() > 0.0,
+        "{summary}"
+    );
     assert!(stdout.contains("Machine: other programs used"), "{stdout}");
     assert!(stdout.contains("Lower METG is better"), "{stdout}");
     assert!(out.join("metg.svg").exists() || stderr.contains("no TrueType font"));

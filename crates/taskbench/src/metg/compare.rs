@@ -101,6 +101,33 @@ fn prepare_out(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Timesteps of the step probe.
+const STEP_PROBE_STEPS: u32 = 2000;
+
+/// `bsp` with empty tasks in a stencil over every core: its time per step is the cost of one
+/// exchange between neighbouring cores.
+fn step_probe(exe: &str, cores: &str) -> Vec<String> {
+    let steps = STEP_PROBE_STEPS.to_string();
+    [
+        exe,
+        "-system",
+        "bsp",
+        "-worker",
+        cores,
+        "-steps",
+        &steps,
+        "-width",
+        cores,
+        "-type",
+        "stencil_1d",
+        "-kernel",
+        "empty",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
     if graph_flags.iter().any(|f| f == "-iter") {
         usage!("-iter is set by the sweep; use --max-iter and --min-iter");
@@ -194,6 +221,7 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
         noise: m.noise,
         retry_budget: m.retry_budget,
         calibration: Some(calibration),
+        step_probe: Some((step_probe(&exe, &machine_cores), STEP_PROBE_STEPS)),
     };
     let params = |peak| Params {
         ngraphs: apps[0].graphs.len(),
@@ -250,6 +278,13 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
         "Machine: other programs used {load} of its CPU time; its speed drifted by {:.0}% (calibration runs, p10 to p90).\n",
         machine_noise * 100.0
     );
+    let step = step_median(&results);
+    if let Some(step) = step {
+        out!(
+            "Machine: one lock-step exchange between cores (bsp, empty stencil) took {:.0} ns (median of the sweep): METGs here scale with it, so compare sittings by it too.\n",
+            step * 1e9
+        );
+    }
     if loaded {
         out!(
             "Noisy: other programs used more than the {:.0}% tolerance of the CPU: this comparison was taken on a loaded machine.\n",
@@ -274,6 +309,7 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
             workers,
             machine_noise,
             foreign,
+            step,
             noisy,
             interrupted,
             unit,
@@ -294,4 +330,14 @@ impl MetgArgs {
             Stat::Min => "min",
         }
     }
+}
+
+/// The median step-probe time over every run, in seconds.
+fn step_median(results: &[super::results::RunResult]) -> Option<f64> {
+    let mut v: Vec<f64> = results
+        .iter()
+        .flat_map(|r| r.sweep.step_seconds.iter().copied())
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }

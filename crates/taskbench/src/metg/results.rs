@@ -185,6 +185,7 @@ pub(super) fn write_results(
     workers: usize,
     machine_noise: f64,
     foreign: Option<f64>,
+    step: Option<f64>,
     noisy: bool,
     interrupted: bool,
     unit: &str,
@@ -218,6 +219,7 @@ pub(super) fn write_results(
         "noisy": noisy,
         "calibration_drift": machine_noise,
         "foreign_load": foreign,
+        "step_probe_ns": step.map(|s| s * 1e9),
         "loaded": foreign.is_some_and(|f| f > m.noise),
         "machine": Machine::describe(),
         "systems": contenders.iter().enumerate().map(|(c, con)| {
@@ -248,6 +250,7 @@ pub(super) fn write_results(
                         "rejected_runs": meas.rejected,
                         "repeat_runs": run.sweep.repeats,
                         "calibration_flops": run.sweep.calibration,
+                        "step_probe_ns": step_ns(&run.sweep),
                     })
                 }).collect::<Vec<_>>(),
             })
@@ -273,4 +276,9 @@ pub(super) fn write_results(
         plots.join(", ")
     );
     Ok(())
+}
+
+/// The step probe's times of a sweep, in ns.
+fn step_ns(sweep: &Sweep) -> Vec<f64> {
+    sweep.step_seconds.iter().map(|s| s * 1e9).collect()
 }

@@ -87,6 +87,9 @@ pub struct SweepConfig {
     pub retry_budget: f64,
     /// The calibration command (a fixed compute_bound run of our own), if any.
     pub calibration: Option<Vec<String>>,
+    /// A fixed run of empty tasks in lock-step on every core (`-steps` given as the second
+    /// element of the pair), whose time per step shows the machine's cross-core latency.
+    pub step_probe: Option<(Vec<String>, u32)>,
 }
 
 /// What a sweep measured: per contender, and the machine's calibration rate before each size.
@@ -96,6 +99,8 @@ pub struct Sweep {
     pub measured: Vec<Measured>,
     /// FLOP/s of every calibration run, in the order taken.
     pub calibration: Vec<f64>,
+    /// Seconds per step of the step probe, once per size.
+    pub step_seconds: Vec<f64>,
     /// Runs spent repeating noisy sizes.
     pub repeats: usize,
     /// Share of the machine's CPU time other programs used during the whole sweep.
@@ -235,6 +240,22 @@ impl Sweeper<'_> {
         1.0 - rate / self.best_calibration
     }
 
+    /// Runs the step probe and records its time per step. METG of fine-grained systems
+    /// follows the machine's cross-core latency, which a compute calibration cannot see and
+    /// which moves between sittings on shared machines.
+    fn probe_step(&mut self) {
+        let Some((cmd, steps)) = &self.cfg.step_probe else {
+            return;
+        };
+        let per_step = run_once(cmd, self.cfg.timeout, &self.stop)
+            .ok()
+            .and_then(|out| parse_runs(&out, 1).ok())
+            .and_then(|runs| runs.first().copied())
+            .filter(|r| r.elapsed >= MIN_ELAPSED)
+            .map(|r| r.elapsed / f64::from(*steps));
+        self.out.step_seconds.extend(per_step);
+    }
+
     /// Calibrates, and while the machine is clearly slower than its best (a burst of load
     /// from elsewhere), waits a little and calibrates again, a few times at most: measuring
     /// during a burst only wastes runs. Returns the last drop.
@@ -352,6 +373,7 @@ pub fn sweep(
     'sizes: for (si, &n) in cfg.sizes.iter().enumerate() {
         let meter = LoadMeter::start();
         let drop = s.settle();
+        s.probe_step();
         let mut attempts: Vec<Attempt> = vec![Vec::new(); contenders.len()];
         for rep in 0..cfg.reps {
             // Rotate the order each repetition so no contender always runs first.
