@@ -4,6 +4,7 @@
 use crate::error::ConfigError;
 use crate::graph::{check_graph, DependenceType, KernelType, TaskGraph};
 use crate::memory;
+use crate::report::Totals;
 
 /// A flag a system adds to the Task Bench flags (for example `-worker N`).
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +38,9 @@ pub struct App {
     pub verbose: u8,
     /// `-skip-graph-validation`: skip the mirror check (the rules of SPEC §1 still apply).
     pub skip_graph_validation: bool,
+    /// The report's counts, computed once by [`App::parse`] (which refuses graphs whose
+    /// counts overflow); see [`App::totals`].
+    pub(crate) totals: Totals,
 }
 
 /// The flags that belong to the graph being built.
@@ -90,6 +94,7 @@ impl App {
             nodes: 0,
             verbose: 0,
             skip_graph_validation: false,
+            totals: Totals::default(),
         };
         let mut extras = Vec::new();
         let mut graph = TaskGraph::default();
@@ -163,7 +168,7 @@ impl App {
         if app.nodes < 0 {
             return Err(range("-nodes", app.nodes.to_string(), ">= 0"));
         }
-        app.try_totals()?;
+        app.totals = app.try_totals()?;
         Ok((app, extras))
     }
 

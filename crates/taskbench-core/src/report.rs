@@ -58,14 +58,12 @@ pub struct Totals {
 }
 
 impl App {
-    /// Counts tasks, dependencies, FLOPs and bytes of all graphs.
-    ///
-    /// # Panics
-    /// If a count exceeds `i64::MAX`; [`App::parse`] refuses such graphs
-    /// ([`App::try_totals`]), so only a hand-built `App` can get here.
+    /// Tasks, dependencies, FLOPs and bytes of all graphs, as counted when the command line
+    /// was parsed (the count costs a pass over every distinct timestep shape, and a run needs
+    /// it before and after). After changing `graphs` or `nodes` by hand, use
+    /// [`App::try_totals`] for a fresh count.
     pub fn totals(&self) -> Totals {
-        self.try_totals()
-            .expect("App::parse refuses graphs whose totals overflow")
+        self.totals
     }
 
     /// Counts tasks, dependencies, FLOPs and bytes of all graphs, or says which count does

@@ -21,6 +21,16 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
+/// An executable shell script `name` with `body` in a fresh directory; returns its path.
+fn script(name: &str, body: &str) -> PathBuf {
+    let dir = tmp(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.sh"));
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
 const GRAPH: [&str; 8] = [
     "-steps",
     "20",
@@ -278,17 +288,12 @@ fn bad_sweep_options_are_one_line_errors_with_exit_code_2() {
 fn a_timeout_kills_the_whole_process_group_of_a_launcher() {
     // A script that runs its child without exec, as mpirun does: killing only the script
     // would leave the child holding the output pipe for 300 s.
-    let dir = tmp("group");
-    std::fs::create_dir_all(&dir).unwrap();
-    let script = dir.join("launcher.sh");
     let marker = format!("taskbench-orphan-{}", std::process::id());
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\nsh -c 'sleep 300; echo {marker}'\necho done\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let ext = format!("slow={}", script.display());
+    let launcher = script(
+        "launcher",
+        &format!("sh -c 'sleep 300; echo {marker}'\necho done"),
+    );
+    let ext = format!("slow={}", launcher.display());
     let start = std::time::Instant::now();
     let (code, _, stderr) = metg(&[
         "--external",
@@ -329,16 +334,11 @@ fn a_timeout_kills_the_whole_process_group_of_a_launcher() {
 #[test]
 fn implausible_reports_are_rejected_with_the_reason() {
     // An external whose report claims 1e-300 s: refused, never the peak.
-    let dir = tmp("fake");
-    std::fs::create_dir_all(&dir).unwrap();
-    let script = dir.join("fake.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\n{EXE} \"$@\" -system serial | sed 's/^Elapsed Time .*/Elapsed Time 1.000000e-300 seconds/'\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let ext = format!("fake={}", script.display());
+    let fake = script(
+        "fake",
+        &format!("{EXE} \"$@\" -system serial | sed 's/^Elapsed Time .*/Elapsed Time 1.000000e-300 seconds/'"),
+    );
+    let ext = format!("fake={}", fake.display());
     let mut args = vec![
         "--system",
         "bsp",

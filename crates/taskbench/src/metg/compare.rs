@@ -101,31 +101,20 @@ fn prepare_out(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Timesteps of the step probe.
-const STEP_PROBE_STEPS: u32 = 2000;
-
-/// `bsp` with empty tasks in a stencil over every core: its time per step is the cost of one
-/// exchange between neighbouring cores.
-fn step_probe(exe: &str, cores: &str) -> Vec<String> {
-    let steps = STEP_PROBE_STEPS.to_string();
-    [
-        exe,
-        "-system",
-        "bsp",
-        "-worker",
-        cores,
-        "-steps",
-        &steps,
-        "-width",
-        cores,
-        "-type",
-        "stencil_1d",
-        "-kernel",
-        "empty",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+/// A fixed `bsp` run of ours on every core of the machine with the given graph flags: the
+/// sweep's probes of the machine's state.
+fn bsp_probe(exe: &str, graph: &str) -> Vec<String> {
+    let cores = crate::systems::default_workers().to_string();
+    let mut cmd = vec![
+        exe.to_string(),
+        "-system".into(),
+        "bsp".into(),
+        "-worker".into(),
+    ];
+    cmd.push(cores.clone());
+    cmd.extend(["-width".to_string(), cores]);
+    cmd.extend(graph.split_whitespace().map(String::from));
+    cmd
 }
 
 pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
@@ -189,27 +178,6 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
         .context("locating the taskbench executable")?
         .display()
         .to_string();
-    let machine_cores = crate::systems::default_workers().to_string();
-    let calibration: Vec<String> = [
-        exe.as_str(),
-        "-system",
-        "bsp",
-        "-worker",
-        &machine_cores,
-        "-steps",
-        "100",
-        "-width",
-        &machine_cores,
-        "-type",
-        "trivial",
-        "-kernel",
-        "compute_bound",
-        "-iter",
-        "32768",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
     let cfg = SweepConfig {
         graph_flags: graph_flags.clone(),
         sizes,
@@ -220,8 +188,16 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
         timeout: Duration::from_secs_f64(m.timeout),
         noise: m.noise,
         retry_budget: m.retry_budget,
-        calibration: Some(calibration),
-        step_probe: Some((step_probe(&exe, &machine_cores), STEP_PROBE_STEPS)),
+        // Compute rate: is the machine as fast as it was?
+        calibration: Some(bsp_probe(
+            &exe,
+            "-steps 100 -type trivial -kernel compute_bound -iter 32768",
+        )),
+        // Time per lock-step exchange between cores.
+        step_probe: Some(bsp_probe(
+            &exe,
+            "-steps 2000 -type stencil_1d -kernel empty",
+        )),
     };
     let params = |peak| Params {
         ngraphs: apps[0].graphs.len(),

@@ -31,23 +31,9 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The METG to report: the median over clean runs (over all when none is clean; upper
-    /// median), else the analysis's.
+    /// The METG to report: that of `analysis`, which with `--runs` is the run whose METG is
+    /// the median over the clean runs (over all when none is clean), chosen by `combine`.
     pub fn metg(&self) -> Option<f64> {
-        if self.runs.len() > 1 {
-            let clean: Vec<f64> = self
-                .clean_runs
-                .iter()
-                .filter_map(|&i| self.runs[i])
-                .collect();
-            let mut ok: Vec<f64> = if clean.is_empty() {
-                self.runs.iter().flatten().copied().collect()
-            } else {
-                clean
-            };
-            ok.sort_by(f64::total_cmp);
-            return ok.get(ok.len() / 2).copied();
-        }
         self.analysis.metg.as_ref().ok().copied()
     }
 

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn tail(s: &str, lines: usize) -> String {
+/// The last `lines` lines of `s`.
+pub fn last_lines(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().collect();
     v[v.len().saturating_sub(lines)..].join("\n")
 }
@@ -81,18 +82,13 @@ pub fn run_once(cmd: &[String], timeout: Duration, stop: &AtomicBool) -> Result<
         Some(s) if s.success() => Ok(stdout),
         Some(s) => Err(format!(
             "`{shown}` failed ({s}):\n{}",
-            tail(&(stdout + &stderr), 15)
+            last_lines(&(stdout + &stderr), 15)
         )),
         None if stop.load(Ordering::Relaxed) => Err(format!("`{shown}` interrupted")),
         None => Err(format!(
             "`{shown}` timed out after {} s:\n{}",
             timeout.as_secs_f64(),
-            tail(&(stdout + &stderr), 15)
+            last_lines(&(stdout + &stderr), 15)
         )),
     }
-}
-
-/// The last `lines` lines of `s`.
-pub fn last_lines(s: &str, lines: usize) -> String {
-    tail(s, lines)
 }

@@ -87,9 +87,9 @@ pub struct SweepConfig {
     pub retry_budget: f64,
     /// The calibration command (a fixed compute_bound run of our own), if any.
     pub calibration: Option<Vec<String>>,
-    /// A fixed run of empty tasks in lock-step on every core (`-steps` given as the second
-    /// element of the pair), whose time per step shows the machine's cross-core latency.
-    pub step_probe: Option<(Vec<String>, u32)>,
+    /// A fixed run of empty tasks in lock-step on every core, whose time per step shows the
+    /// machine's cross-core latency.
+    pub step_probe: Option<Vec<String>>,
 }
 
 /// What a sweep measured: per contender, and the machine's calibration rate before each size.
@@ -222,19 +222,20 @@ struct Sweeper<'a> {
 }
 
 impl Sweeper<'_> {
+    /// Runs one of our fixed probe commands and returns its report, if it gave a plausible one.
+    fn probe(&self, cmd: &[String]) -> Option<Run> {
+        let out = run_once(cmd, self.cfg.timeout, &self.stop).ok()?;
+        let run = *parse_runs(&out, 1).ok()?.first()?;
+        (run.elapsed >= MIN_ELAPSED).then_some(run)
+    }
+
     /// Runs the calibration command and returns how much slower than the best so far the
     /// machine is now (0 when no calibration is configured or it failed).
     fn calibrate(&mut self) -> f64 {
-        let Some(cmd) = &self.cfg.calibration else {
+        let Some(run) = self.cfg.calibration.as_deref().and_then(|c| self.probe(c)) else {
             return 0.0;
         };
-        let rate = run_once(cmd, self.cfg.timeout, &self.stop)
-            .ok()
-            .and_then(|out| parse_runs(&out, 1).ok())
-            .and_then(|runs| runs.first().copied())
-            .filter(|r| r.elapsed >= MIN_ELAPSED)
-            .map(|r| r.flops as f64 / r.elapsed);
-        let Some(rate) = rate else { return 0.0 };
+        let rate = run.flops as f64 / run.elapsed;
         self.out.calibration.push(rate);
         self.best_calibration = self.best_calibration.max(rate);
         1.0 - rate / self.best_calibration
@@ -244,16 +245,9 @@ impl Sweeper<'_> {
     /// follows the machine's cross-core latency, which a compute calibration cannot see and
     /// which moves between sittings on shared machines.
     fn probe_step(&mut self) {
-        let Some((cmd, steps)) = &self.cfg.step_probe else {
-            return;
-        };
-        let per_step = run_once(cmd, self.cfg.timeout, &self.stop)
-            .ok()
-            .and_then(|out| parse_runs(&out, 1).ok())
-            .and_then(|runs| runs.first().copied())
-            .filter(|r| r.elapsed >= MIN_ELAPSED)
-            .map(|r| r.elapsed / f64::from(*steps));
-        self.out.step_seconds.extend(per_step);
+        if let Some(run) = self.cfg.step_probe.as_deref().and_then(|c| self.probe(c)) {
+            self.out.step_seconds.push(run.elapsed / run.steps as f64);
+        }
     }
 
     /// Calibrates, and while the machine is clearly slower than its best (a burst of load
