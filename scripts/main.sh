@@ -4,7 +4,7 @@
 # raw logs, CSV, JSON summary and plot in results/metg/ (three whole sweeps, median and range). Extra arguments go to `taskbench metg`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (https://rustup.rs)" >&2; exit 1; }
+source scripts/setup.sh
 # The plot needs a TrueType font; install one where we can.
 if ! ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq fonts-dejavu-core) >/dev/null 2>&1 || echo "warning: could not install fonts-dejavu-core; plots will be skipped" >&2

@@ -1,0 +1,100 @@
+//! Tactor's communication layer: what an asynchronous many-task runtime needs from the network,
+//! behind one [`Transport`] interface.
+//!
+//! The layer follows the four needs of a task runtime's network (seed 002, §3.3 and §5):
+//! - **Unexpected one-sided messages.** [`Transport::send`] delivers a message to a *port* on
+//!   another rank without the receiver having posted anything for it. Payloads up to
+//!   [`INLINE_LIMIT`] travel inline with the header; larger ones follow as a separate
+//!   transfer that the receiver starts when the header arrives (rendezvous).
+//! - **Queue-based completion.** Received messages and finished sends come out of a lock-free
+//!   multi-producer multi-consumer [`CompletionQueue`] per channel, never from testing a pool
+//!   of requests in user code.
+//! - **Explicit progress.** [`Transport::progress`] is called by idle workers. It takes the
+//!   channel's state with a try-lock only: a thread that finds another one progressing goes
+//!   back to other work at once.
+//! - **Channels.** A transport has several independent channels ("devices"), each with its own
+//!   resources (an MPI communicator, receive buffers, a completion queue, a lock), so threads
+//!   mapped to different channels never serialise on one another.
+//!
+//! Backends: [`loopback::Loopback`] (in-process ranks, for tests and shared-memory runs) and,
+//! with the `mpi` feature, [`mpi::MpiTransport`] (rsmpi over the system's MPI). A new backend
+//! implements [`Transport`] in a module of its own.
+//!
+//! ```
+//! use tactor_comm::{loopback::Loopback, Completion, Transport};
+//!
+//! let ranks = Loopback::world(2, 1);
+//! ranks[0].send(0, 1, 7, b"hello".to_vec(), Some(42)).unwrap();
+//! // The receiver finds the message by polling its channel.
+//! let msg = loop {
+//!     if let Some(Completion::Received(m)) = ranks[1].poll(0) {
+//!         break m;
+//!     }
+//! };
+//! assert_eq!((msg.source, msg.port, &msg.data[..]), (0, 7, &b"hello"[..]));
+//! // The sender learns that its buffer is free through its own completion queue.
+//! assert!(matches!(ranks[0].poll(0), Some(Completion::Sent { token: 42 })));
+//! ```
+
+pub mod launcher;
+pub mod loopback;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+mod queue;
+mod transport;
+mod wire;
+
+pub use queue::CompletionQueue;
+pub use transport::{Reduce, Stopped, Transport};
+pub use wire::INLINE_LIMIT;
+
+/// A message delivered to a port of this rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The rank that sent it.
+    pub source: usize,
+    /// The port it was sent to: the receiver's dispatch key, chosen by the program.
+    pub port: u16,
+    /// The payload.
+    pub data: Vec<u8>,
+}
+
+/// What comes out of a channel's [`CompletionQueue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// A message arrived.
+    Received(Message),
+    /// A send that asked for notification finished: its buffer is released and the message
+    /// will be delivered.
+    Sent {
+        /// The token given to [`Transport::send`].
+        token: u64,
+    },
+}
+
+/// Why the layer refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    /// The channel index is not below [`Transport::channels`].
+    #[error("channel {channel} does not exist (this transport has {channels})")]
+    NoChannel {
+        /// The index asked for.
+        channel: usize,
+        /// How many there are.
+        channels: usize,
+    },
+    /// The destination is not a rank of this job.
+    #[error("rank {rank} does not exist (the job has {ranks} ranks)")]
+    NoRank {
+        /// The rank asked for.
+        rank: usize,
+        /// How many ranks the job has.
+        ranks: usize,
+    },
+    /// One message cannot carry this many bytes (MPI counts are 32-bit).
+    #[error("a message of {0} bytes is larger than the 2 GiB one message can carry")]
+    TooLarge(usize),
+    /// The network backend could not start.
+    #[error("{0}")]
+    Init(String),
+}

@@ -1,0 +1,369 @@
+//! One MPI channel: a duplicated communicator, a ring of pre-posted any-source receives for
+//! active-message headers, the requests in flight, and a completion queue.
+
+use crate::wire::{Body, Header, HEADER, INLINE_LIMIT};
+use crate::{CommError, Completion, CompletionQueue, Message};
+use crossbeam_queue::SegQueue;
+use mpi::ffi;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, TryLockError};
+use std::time::{Duration, Instant};
+
+/// The tag of active-message headers. Payload transfers use tags from [`FIRST_BODY_TAG`].
+const TAG_AM: c_int = 1;
+const FIRST_BODY_TAG: u32 = 2;
+/// MPI guarantees tags up to 32767; body tags cycle below that. Two bodies from one sender on
+/// one channel share a tag only 32765 rendezvous sends apart, and a receiver matches each by
+/// (source, tag) in posting order, so even then they complete in order.
+const BODY_TAGS: u32 = 32765;
+/// Header receives pre-posted per channel. A flood beyond this waits in MPI's unexpected
+/// queue (one more copy), never lost.
+const DEPTH: usize = 64;
+const RECV_BYTES: usize = HEADER + INLINE_LIMIT;
+
+/// A request handle that may move between threads. SAFETY of `Send`: the transport runs under
+/// `MPI_THREAD_MULTIPLE`, where any thread may use any handle; each request is used by one
+/// thread at a time (the sender, then the progressing thread under the channel lock).
+struct Request(ffi::MPI_Request);
+// SAFETY: see `Request`.
+unsafe impl Send for Request {}
+
+/// An MPI communicator handle, used concurrently by every thread.
+#[derive(Clone, Copy)]
+pub struct Comm(pub ffi::MPI_Comm);
+// SAFETY: under `MPI_THREAD_MULTIPLE`, concurrent calls on one communicator are allowed.
+unsafe impl Send for Comm {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Comm {}
+
+enum Pending {
+    /// A send: its buffer must live until the request completes.
+    Send { _buf: Vec<u8>, token: Option<u64> },
+    /// A payload transfer being received for a header that arrived.
+    Body {
+        buf: Vec<u8>,
+        source: usize,
+        port: u16,
+    },
+}
+
+struct Posted {
+    buf: Box<[u8]>,
+    req: ffi::MPI_Request,
+}
+
+struct State {
+    /// Header receives, in posting order from `head`: MPI matches arrivals to them in that
+    /// order, so testing the head first delivers them in arrival order.
+    posted: Vec<Posted>,
+    head: usize,
+    /// Requests in flight and what each one holds (parallel vectors, for `MPI_Testsome`).
+    reqs: Vec<ffi::MPI_Request>,
+    pending: Vec<Pending>,
+    indices: Vec<c_int>,
+}
+
+/// One channel (see the crate docs). Lock-free on the send path; `progress` uses a try-lock.
+pub struct Channel {
+    comm: Comm,
+    state: Mutex<State>,
+    /// Sends started by any thread, handed to the progressing thread.
+    fresh: SegQueue<(Request, Pending)>,
+    cq: CompletionQueue,
+    in_flight: AtomicUsize,
+    next_tag: AtomicU32,
+}
+
+// SAFETY: the raw handles inside `State` are only touched under its mutex, and MPI (at
+// `MPI_THREAD_MULTIPLE`) lets any thread use them.
+unsafe impl Send for State {}
+
+fn check(rc: c_int, what: &str) {
+    // The MPI library's default error handler aborts the job before returning an error; this
+    // catches a library configured otherwise.
+    assert_eq!(rc, 0, "{what} failed with MPI error {rc}");
+}
+
+fn bytes() -> ffi::MPI_Datatype {
+    // SAFETY: a constant initialised by the MPI library at load time.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+impl Channel {
+    /// A channel on `comm` (a communicator of its own) with its header receives posted.
+    pub fn new(comm: Comm) -> Channel {
+        let mut posted: Vec<Posted> = (0..DEPTH)
+            .map(|_| Posted {
+                buf: vec![0u8; RECV_BYTES].into_boxed_slice(),
+                // SAFETY: a constant initialised by the MPI library at load time.
+                req: unsafe { ffi::RSMPI_REQUEST_NULL },
+            })
+            .collect();
+        for p in &mut posted {
+            post(comm, p);
+        }
+        Channel {
+            comm,
+            state: Mutex::new(State {
+                posted,
+                head: 0,
+                reqs: Vec::new(),
+                pending: Vec::new(),
+                indices: Vec::new(),
+            }),
+            fresh: SegQueue::new(),
+            cq: CompletionQueue::default(),
+            in_flight: AtomicUsize::new(0),
+            next_tag: AtomicU32::new(0),
+        }
+    }
+
+    pub fn completions(&self) -> &CompletionQueue {
+        &self.cq
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Starts sending `data` to `dest`'s `port`: one message when it fits inline, else a header
+    /// and then the payload as its own transfer.
+    pub fn send(
+        &self,
+        dest: usize,
+        port: u16,
+        data: Vec<u8>,
+        token: Option<u64>,
+    ) -> Result<(), CommError> {
+        let len = u32::try_from(data.len()).map_err(|_| CommError::TooLarge(data.len()))?;
+        if data.len() <= INLINE_LIMIT {
+            let header = Header {
+                port,
+                len,
+                body: Body::Inline,
+            };
+            let mut buf = Vec::with_capacity(HEADER + data.len());
+            buf.extend_from_slice(&header.encode());
+            buf.extend_from_slice(&data);
+            self.isend(dest, TAG_AM, buf, token);
+        } else {
+            let tag = (FIRST_BODY_TAG + self.next_tag.fetch_add(1, Ordering::Relaxed) % BODY_TAGS)
+                as c_int;
+            let header = Header {
+                port,
+                len,
+                body: Body::Rendezvous { tag },
+            };
+            // The header first: MPI keeps one sender's messages in order, so the receiver sees
+            // the header before the payload can match anything.
+            self.isend(dest, TAG_AM, header.encode().to_vec(), None);
+            self.isend(dest, tag, data, token);
+        }
+        Ok(())
+    }
+
+    fn isend(&self, dest: usize, tag: c_int, buf: Vec<u8>, token: Option<u64>) {
+        // SAFETY: a constant initialised by the MPI library at load time.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `buf` lives in `Pending::Send` until the request completes (its heap block
+        // does not move when the vector does); its length fits `c_int` (checked by the
+        // caller); `dest` is a rank of `comm` (checked by the transport).
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                buf.as_ptr().cast(),
+                buf.len() as c_int,
+                bytes(),
+                dest as c_int,
+                tag,
+                self.comm.0,
+                &mut req,
+            )
+        };
+        check(rc, "MPI_Isend");
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.fresh
+            .push((Request(req), Pending::Send { _buf: buf, token }));
+    }
+
+    /// See [`crate::Transport::progress`].
+    pub fn progress(&self) -> bool {
+        let mut st = match self.state.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::WouldBlock) => return false,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        let st = &mut *st;
+        while let Some((Request(r), p)) = self.fresh.pop() {
+            st.reqs.push(r);
+            st.pending.push(p);
+        }
+        let mut any = self.receive_headers(st);
+        any |= self.complete_requests(st);
+        any
+    }
+
+    fn receive_headers(&self, st: &mut State) -> bool {
+        let mut any = false;
+        loop {
+            let head = st.head;
+            let p = &mut st.posted[head];
+            let (mut flag, mut status) = (0 as c_int, empty_status());
+            // SAFETY: `p.req` is a receive posted on `p.buf`, which stays allocated and
+            // untouched until the request completes.
+            check(
+                unsafe { ffi::MPI_Test(&mut p.req, &mut flag, &mut status) },
+                "MPI_Test",
+            );
+            if flag == 0 {
+                return any;
+            }
+            any = true;
+            let n = received(&status);
+            let source = status.MPI_SOURCE as usize;
+            match Header::decode(&p.buf[..n]) {
+                Some(Header {
+                    port,
+                    body: Body::Inline,
+                    len,
+                }) if n == HEADER + len as usize => {
+                    let data = p.buf[HEADER..n].to_vec();
+                    self.cq
+                        .push(Completion::Received(Message { source, port, data }));
+                }
+                Some(Header {
+                    port,
+                    len,
+                    body: Body::Rendezvous { tag },
+                }) => {
+                    let mut buf = vec![0u8; len as usize];
+                    // SAFETY: a constant initialised by the MPI library at load time.
+                    let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+                    // SAFETY: `buf` moves into `pending` with the request and stays there until
+                    // it completes; `len` came from a u32 the sender checked against `c_int`.
+                    let rc = unsafe {
+                        ffi::MPI_Irecv(
+                            buf.as_mut_ptr().cast(),
+                            len as c_int,
+                            bytes(),
+                            source as c_int,
+                            tag,
+                            self.comm.0,
+                            &mut req,
+                        )
+                    };
+                    check(rc, "MPI_Irecv");
+                    self.in_flight.fetch_add(1, Ordering::Relaxed);
+                    st.reqs.push(req);
+                    st.pending.push(Pending::Body { buf, source, port });
+                }
+                _ => panic!("rank {source} sent a message this layer cannot read ({n} bytes)"),
+            }
+            post(self.comm, &mut st.posted[head]);
+            st.head = (head + 1) % st.posted.len();
+        }
+    }
+
+    fn complete_requests(&self, st: &mut State) -> bool {
+        if st.reqs.is_empty() {
+            return false;
+        }
+        st.indices.resize(st.reqs.len(), 0);
+        let mut done: c_int = 0;
+        // SAFETY: `reqs` holds live requests (completed ones are removed below, so none is
+        // null) whose buffers are kept in `pending`; `indices` has room for every request.
+        let rc = unsafe {
+            ffi::MPI_Testsome(
+                st.reqs.len() as c_int,
+                st.reqs.as_mut_ptr(),
+                &mut done,
+                st.indices.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        check(rc, "MPI_Testsome");
+        if done <= 0 {
+            return false;
+        }
+        let mut finished: Vec<usize> = st.indices[..done as usize]
+            .iter()
+            .map(|&i| i as usize)
+            .collect();
+        // Highest first, so each swap_remove moves an entry that is not finished.
+        finished.sort_unstable_by(|a, b| b.cmp(a));
+        for i in finished {
+            st.reqs.swap_remove(i);
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            match st.pending.swap_remove(i) {
+                Pending::Send { token, .. } => {
+                    if let Some(token) = token {
+                        self.cq.push(Completion::Sent { token });
+                    }
+                }
+                Pending::Body { buf, source, port } => {
+                    self.cq.push(Completion::Received(Message {
+                        source,
+                        port,
+                        data: buf,
+                    }));
+                }
+            }
+        }
+        true
+    }
+
+    /// Finishes what is in flight (for up to `patience`) and withdraws the header receives, so
+    /// the communicator can be freed and MPI finalised. Sends still unfinished after that are
+    /// left to MPI (their buffers are leaked rather than freed under it).
+    pub fn shut_down(&self, patience: Duration) {
+        let start = Instant::now();
+        while self.in_flight() > 0 && start.elapsed() < patience {
+            self.progress();
+            std::thread::yield_now();
+        }
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !st.pending.is_empty() {
+            std::mem::forget(std::mem::take(&mut st.pending));
+        }
+        for p in &mut st.posted {
+            // SAFETY: each posted receive is live; cancelling and waiting completes it, after
+            // which its buffer is no longer used by MPI.
+            unsafe {
+                ffi::MPI_Cancel(&mut p.req);
+                ffi::MPI_Wait(&mut p.req, ffi::RSMPI_STATUS_IGNORE);
+            }
+        }
+    }
+}
+
+fn post(comm: Comm, p: &mut Posted) {
+    // SAFETY: `p.buf` is owned by the channel and not read until this receive completes;
+    // RECV_BYTES fits `c_int`.
+    let rc = unsafe {
+        ffi::MPI_Irecv(
+            p.buf.as_mut_ptr().cast(),
+            RECV_BYTES as c_int,
+            bytes(),
+            ffi::RSMPI_ANY_SOURCE,
+            TAG_AM,
+            comm.0,
+            &mut p.req,
+        )
+    };
+    check(rc, "MPI_Irecv");
+}
+
+fn empty_status() -> ffi::MPI_Status {
+    // SAFETY: MPI_Status is a plain C struct of integers, valid when zeroed.
+    unsafe { std::mem::zeroed() }
+}
+
+fn received(status: &ffi::MPI_Status) -> usize {
+    let mut n: c_int = 0;
+    // SAFETY: `status` was filled by a completed receive.
+    check(
+        unsafe { ffi::MPI_Get_count(status, bytes(), &mut n) },
+        "MPI_Get_count",
+    );
+    n.max(0) as usize
+}

@@ -1,0 +1,113 @@
+//! The one interface a network backend implements.
+
+use crate::{CommError, Completion, CompletionQueue};
+
+/// A reduction for [`Transport::all_reduce`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    /// The largest value over ranks.
+    Max,
+    /// The sum over ranks (wrapping).
+    Sum,
+}
+
+/// A collective was given up because the caller's idle function said stop (another rank
+/// failed, for example).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the collective was abandoned")]
+pub struct Stopped;
+
+/// A network backend: ranks, channels, active-message sends, progress and completion queues,
+/// and the few collectives a job needs around its timed work.
+///
+/// Every method may be called from any thread at any time, concurrently (the MPI backend asks
+/// for `MPI_THREAD_MULTIPLE`). Nothing blocks on the network except the collectives, which
+/// call the caller's `idle` function while they wait, so the caller keeps progressing its
+/// channels (and can give up) during them.
+pub trait Transport: Send + Sync {
+    /// This process's rank.
+    fn rank(&self) -> usize;
+    /// How many ranks the job has.
+    fn ranks(&self) -> usize;
+    /// How many channels this transport has.
+    fn channels(&self) -> usize;
+
+    /// Sends `data` to port `port` of rank `dest` on `channel`, returning at once. The buffer
+    /// is owned by the layer until the send finished; with a `token`, a
+    /// [`Completion::Sent`] then appears in this rank's completion queue of `channel`. The
+    /// receiver gets a [`Completion::Received`] in its queue of the same channel. A rank may
+    /// send to itself. Messages between two ranks on one channel that fit
+    /// [`crate::INLINE_LIMIT`] arrive in the order they were sent; larger ones may overtake.
+    fn send(
+        &self,
+        channel: usize,
+        dest: usize,
+        port: u16,
+        data: Vec<u8>,
+        token: Option<u64>,
+    ) -> Result<(), CommError>;
+
+    /// Advances `channel`: completions that happened are pushed to its queue. Returns at once
+    /// when another thread is progressing the channel (a try-lock; nobody ever waits for the
+    /// network's lock). Returns whether anything completed.
+    fn progress(&self, channel: usize) -> bool;
+
+    /// The completion queue of `channel`.
+    fn completions(&self, channel: usize) -> &CompletionQueue;
+
+    /// Sends and transfers started on `channel` that have not finished (a snapshot).
+    fn in_flight(&self, channel: usize) -> usize;
+
+    /// A barrier over all ranks. While it waits it calls `idle`, and gives up with
+    /// [`Stopped`] when `idle` returns `false`.
+    fn barrier(&self, idle: &mut dyn FnMut() -> bool) -> Result<(), Stopped>;
+
+    /// Combines one value from every rank; every rank gets the result. Waits like
+    /// [`Transport::barrier`].
+    fn all_reduce(
+        &self,
+        op: Reduce,
+        value: u64,
+        idle: &mut dyn FnMut() -> bool,
+    ) -> Result<u64, Stopped>;
+
+    /// Ends every rank of the job at once with exit status `code` (the last resort when a rank
+    /// cannot tell the others in an orderly way).
+    fn abort(&self, code: i32) -> !;
+
+    /// Pops a completion of `channel`, progressing the channel first when its queue is empty.
+    #[inline]
+    fn poll(&self, channel: usize) -> Option<Completion> {
+        let cq = self.completions(channel);
+        if let Some(c) = cq.pop() {
+            return Some(c);
+        }
+        self.progress(channel);
+        cq.pop()
+    }
+}
+
+/// The checks every backend's [`Transport::send`] makes.
+pub(crate) fn check_send(
+    t: &(impl Transport + ?Sized),
+    channel: usize,
+    dest: usize,
+    len: usize,
+) -> Result<(), CommError> {
+    if channel >= t.channels() {
+        return Err(CommError::NoChannel {
+            channel,
+            channels: t.channels(),
+        });
+    }
+    if dest >= t.ranks() {
+        return Err(CommError::NoRank {
+            rank: dest,
+            ranks: t.ranks(),
+        });
+    }
+    if len > i32::MAX as usize {
+        return Err(CommError::TooLarge(len));
+    }
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! A traffic pattern every transport must deliver exactly: several threads per rank send
+//! messages of mixed sizes (inline and rendezvous) to every rank, itself included, on every
+//! channel, while every thread also progresses and consumes completions.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use tactor_comm::{Completion, Reduce, Transport, INLINE_LIMIT};
+
+/// Sizes that cover empty, inline, the inline limit and both sides of it, and a large body.
+pub const SIZES: [usize; 6] = [0, 1, 100, INLINE_LIMIT, INLINE_LIMIT + 1, 70_000];
+
+fn payload(source: usize, thread: usize, seq: usize, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len.max(24));
+    v.extend_from_slice(&(source as u64).to_le_bytes());
+    v.extend_from_slice(&(thread as u64).to_le_bytes());
+    v.extend_from_slice(&(seq as u64).to_le_bytes());
+    let mut x = (source * 131 + thread * 31 + seq) as u8;
+    while v.len() < len {
+        v.push(x);
+        x = x.wrapping_mul(13).wrapping_add(7);
+    }
+    // Messages shorter than the 24-byte tag are recognised by their length alone.
+    v.truncate(len.max(24));
+    v
+}
+
+/// Runs the pattern on `t` with `threads` threads each sending `per_dest` messages to every
+/// rank; checks that every message arrives exactly once with its contents intact, and that
+/// every requested send completion is reported exactly once.
+pub fn exchange(t: &dyn Transport, threads: usize, per_dest: usize) {
+    let (ranks, channels, me) = (t.ranks(), t.channels(), t.rank());
+    let expected = ranks * threads * per_dest;
+    let received = Mutex::new(HashSet::new());
+    let sent = Mutex::new(HashSet::new());
+    let got = AtomicUsize::new(0);
+    let acked = AtomicUsize::new(0);
+    let consume = |c: Completion| match c {
+        Completion::Received(m) => {
+            assert_eq!(m.port, 9, "wrong port");
+            let tag = |i: usize| u64::from_le_bytes(m.data[i * 8..i * 8 + 8].try_into().unwrap());
+            let (source, thread, seq) = (tag(0) as usize, tag(1) as usize, tag(2) as usize);
+            assert_eq!(source, m.source, "source mismatch");
+            let len = SIZES[seq % SIZES.len()];
+            assert_eq!(
+                m.data,
+                payload(source, thread, seq, len),
+                "payload corrupted"
+            );
+            assert!(
+                received.lock().unwrap().insert((source, thread, seq)),
+                "message delivered twice"
+            );
+            got.fetch_add(1, Ordering::Relaxed);
+        }
+        Completion::Sent { token } => {
+            assert!(sent.lock().unwrap().insert(token), "send completed twice");
+            acked.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    std::thread::scope(|s| {
+        for thread in 0..threads {
+            let consume = &consume;
+            let (got, acked) = (&got, &acked);
+            s.spawn(move || {
+                for seq in 0..per_dest {
+                    for dest in 0..ranks {
+                        let len = SIZES[seq % SIZES.len()];
+                        let token = ((thread * per_dest + seq) * ranks + dest) as u64;
+                        // Every other send asks for its completion.
+                        let token = (seq % 2 == 0).then_some(token);
+                        let ch = (thread + seq) % channels;
+                        t.send(ch, dest, 9, payload(me, thread, seq, len), token)
+                            .unwrap();
+                    }
+                    // Interleave consuming with sending, as a worker would.
+                    if let Some(c) = t.poll(seq % channels) {
+                        consume(c);
+                    }
+                }
+                let want_acks = threads * ranks * per_dest.div_ceil(2);
+                while got.load(Ordering::Relaxed) < expected
+                    || acked.load(Ordering::Relaxed) < want_acks
+                {
+                    for ch in 0..channels {
+                        while let Some(c) = t.poll(ch) {
+                            consume(c);
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+            });
+        }
+    });
+    assert_eq!(got.load(Ordering::Relaxed), expected);
+    for ch in 0..channels {
+        assert!(t.completions(ch).is_empty(), "spurious completion");
+    }
+    // Nobody leaves before every rank received everything.
+    t.barrier(&mut || true).unwrap();
+    let total = t
+        .all_reduce(Reduce::Sum, got.load(Ordering::Relaxed) as u64, &mut || {
+            true
+        })
+        .unwrap();
+    assert_eq!(total as usize, ranks * expected);
+    let max = t.all_reduce(Reduce::Max, me as u64, &mut || true).unwrap();
+    assert_eq!(max as usize, ranks - 1);
+}

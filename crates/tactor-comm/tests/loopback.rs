@@ -1,0 +1,59 @@
+//! Stress tests of the completion queues and the progress path on the in-process transport:
+//! a lost, duplicated or corrupted message, a lost send completion, or a collective that
+//! returns early fails them.
+
+mod common;
+
+use tactor_comm::loopback::Loopback;
+use tactor_comm::{CommError, Stopped, Transport};
+
+fn run_world(ranks: usize, channels: usize, threads: usize, per_dest: usize) {
+    let world = Loopback::world(ranks, channels);
+    std::thread::scope(|s| {
+        for r in &world {
+            s.spawn(move || common::exchange(r, threads, per_dest));
+        }
+    });
+}
+
+#[test]
+fn one_rank_talks_to_itself() {
+    run_world(1, 1, 2, 200);
+}
+
+#[test]
+fn three_ranks_four_threads_two_channels() {
+    run_world(3, 2, 4, if cfg!(miri) { 6 } else { 300 });
+}
+
+#[test]
+fn many_rounds_of_small_worlds() {
+    for round in 0..if cfg!(miri) { 1 } else { 40 } {
+        run_world(2 + round % 2, 1 + round % 3, 3, 12);
+    }
+}
+
+#[test]
+fn bad_sends_are_refused() {
+    let w = Loopback::world(2, 2);
+    assert!(matches!(
+        w[0].send(2, 1, 0, vec![], None),
+        Err(CommError::NoChannel { channel: 2, .. })
+    ));
+    assert!(matches!(
+        w[0].send(0, 5, 0, vec![], None),
+        Err(CommError::NoRank { rank: 5, .. })
+    ));
+}
+
+#[test]
+fn a_collective_gives_up_when_told() {
+    let w = Loopback::world(2, 1);
+    let mut polls = 0;
+    // Rank 1 never arrives; the idle function stops the wait.
+    let r = w[0].barrier(&mut || {
+        polls += 1;
+        polls < 100
+    });
+    assert_eq!(r, Err(Stopped));
+}
