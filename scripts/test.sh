@@ -8,7 +8,9 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== cargo test"
+echo "== cargo check without MPI (the shared-memory-only build)"
+cargo check -p taskbench --no-default-features --locked
+echo "== cargo test (multi-rank tests run under mpirun --oversubscribe)"
 cargo test --workspace --locked
 echo "== loom model checks (tactor)"
 # A separate target directory: --cfg loom changes every crate's flags.

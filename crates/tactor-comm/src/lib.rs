@@ -42,11 +42,17 @@ pub mod loopback;
 pub mod mpi;
 mod queue;
 mod transport;
+#[cfg(feature = "mpi")]
 mod wire;
 
 pub use queue::CompletionQueue;
 pub use transport::{Reduce, Stopped, Transport};
-pub use wire::INLINE_LIMIT;
+
+/// Payloads up to this many bytes travel inline with the header in one network message;
+/// larger ones follow as a second transfer that the receiver posts when the header arrives.
+/// 8 KiB: above Open MPI's shared-memory eager limit (4 KiB) the MPI library already switches
+/// to its own rendezvous, so inlining more would only grow every pre-posted receive buffer.
+pub const INLINE_LIMIT: usize = 8192;
 
 /// A message delivered to a port of this rank.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,6 @@
 //! The header every active message starts with.
 
-/// Payloads up to this many bytes travel inline with the header in one network message;
-/// larger ones follow as a second transfer that the receiver posts when the header arrives.
-/// 8 KiB: above Open MPI's shared-memory eager limit (4 KiB) the MPI library already switches
-/// to its own rendezvous, so inlining more would only grow every pre-posted receive buffer.
-pub const INLINE_LIMIT: usize = 8192;
+pub use crate::INLINE_LIMIT;
 
 /// Bytes of the header.
 pub const HEADER: usize = 16;

@@ -18,18 +18,27 @@ fn run_world(ranks: usize, channels: usize, threads: usize, per_dest: usize) {
 
 #[test]
 fn one_rank_talks_to_itself() {
-    run_world(1, 1, 2, 200);
+    run_world(1, 1, 2, if cfg!(miri) { 10 } else { 200 });
 }
 
 #[test]
 fn three_ranks_four_threads_two_channels() {
-    run_world(3, 2, 4, if cfg!(miri) { 6 } else { 300 });
+    if cfg!(miri) {
+        run_world(3, 2, 2, 3);
+    } else {
+        run_world(3, 2, 4, 300);
+    }
 }
 
 #[test]
 fn many_rounds_of_small_worlds() {
     for round in 0..if cfg!(miri) { 1 } else { 40 } {
-        run_world(2 + round % 2, 1 + round % 3, 3, 12);
+        run_world(
+            2 + round % 2,
+            1 + round % 3,
+            3,
+            if cfg!(miri) { 4 } else { 12 },
+        );
     }
 }
 

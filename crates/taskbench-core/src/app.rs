@@ -38,9 +38,57 @@ pub struct App {
     pub verbose: u8,
     /// `-skip-graph-validation`: skip the mirror check (the rules of SPEC §1 still apply).
     pub skip_graph_validation: bool,
+    /// Where points really run when the benchmark runs on several ranks ([`App::place`]); the
+    /// report's local/nonlocal lines then count that placement instead of `-nodes`'s estimate.
+    pub placement: Option<Placement>,
     /// The report's counts, computed once by [`App::parse`] (which refuses graphs whose
     /// counts overflow); see [`App::totals`].
     pub(crate) totals: Totals,
+}
+
+/// Points block-distributed over `ranks × workers` workers (worker `w` of rank `r` is global
+/// worker `r * workers + w`), as the reference MPI implementation distributes them over ranks.
+///
+/// ```
+/// use taskbench_core::app::Placement;
+/// let pl = Placement { ranks: 2, workers: 2 };
+/// // 10 points over 4 workers: [0,2) [2,5) [5,7) [7,10).
+/// let owners: Vec<i64> = (0..10).map(|p| pl.worker_of(p, 10)).collect();
+/// assert_eq!(owners, [0, 0, 1, 1, 1, 2, 2, 3, 3, 3]);
+/// assert_eq!(pl.rank_of(4, 10), 0);
+/// assert_eq!(pl.rank_of(5, 10), 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Ranks (processes) of the job.
+    pub ranks: i64,
+    /// Workers per rank.
+    pub workers: i64,
+}
+
+impl Placement {
+    /// Workers in the whole job.
+    pub fn total(&self) -> i64 {
+        self.ranks * self.workers
+    }
+
+    /// The first point of global worker `w` in a graph of `width` points; worker `w` owns
+    /// `[first(w), first(w + 1))`.
+    pub fn first(&self, w: i64, width: i64) -> i64 {
+        (i128::from(w) * i128::from(width) / i128::from(self.total())) as i64
+    }
+
+    /// The global worker that owns point `p` of a graph of `width` points: the last worker
+    /// whose first point is at most `p`.
+    pub fn worker_of(&self, p: i64, width: i64) -> i64 {
+        let n = i128::from(self.total());
+        ((i128::from(p + 1) * n - 1) / i128::from(width)) as i64
+    }
+
+    /// The rank that owns point `p`.
+    pub fn rank_of(&self, p: i64, width: i64) -> i64 {
+        self.worker_of(p, width) / self.workers
+    }
 }
 
 /// The flags that belong to the graph being built.
@@ -83,6 +131,14 @@ fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> String {
 }
 
 impl App {
+    /// Records that the benchmark runs on `placement` and recounts the report's local and
+    /// nonlocal dependencies for it.
+    pub fn place(&mut self, placement: Placement) -> Result<(), ConfigError> {
+        self.placement = Some(placement);
+        self.totals = self.try_totals()?;
+        Ok(())
+    }
+
     /// Parses Task Bench flags (without the program name). Flags listed in `extra` are
     /// accepted and returned in order with their values; any other unknown flag is an error.
     pub fn parse<S: AsRef<str>>(
@@ -92,6 +148,7 @@ impl App {
         let mut app = App {
             graphs: Vec::new(),
             nodes: 0,
+            placement: None,
             verbose: 0,
             skip_graph_validation: false,
             totals: Totals::default(),

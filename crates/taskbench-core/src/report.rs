@@ -76,7 +76,10 @@ impl App {
         for g in &self.graphs {
             let out = g.output_bytes_per_task as i128;
             let nodes = i128::from(self.nodes.max(1));
-            let node = |p: i64| i128::from(p) * nodes / i128::from(g.max_width);
+            let node = |p: i64| match self.placement {
+                Some(pl) => i128::from(pl.rank_of(p, g.max_width)),
+                None => i128::from(p) * nodes / i128::from(g.max_width),
+            };
             let bytes = i128::from(g.kernel.bytes(g.scratch_bytes_per_task));
             let per_task_flops = g.kernel.kind != KernelType::LoadImbalance;
             for c in g.timestep_classes() {
@@ -210,7 +213,12 @@ impl App {
         let mut s = String::new();
         let _ = writeln!(s, "Total Tasks {}", t.tasks);
         let _ = writeln!(s, "Total Dependencies {}", t.deps);
-        if self.nodes > 0 {
+        if let Some(pl) = self.placement {
+            let how = format!("({} ranks x {} workers)", pl.ranks, pl.workers);
+            let _ = writeln!(s, "  Local Dependencies {} {how}", t.local_deps);
+            let _ = writeln!(s, "  Nonlocal Dependencies {} {how}", t.nonlocal_deps);
+            let _ = writeln!(s, "  Number of Ranks {}", pl.ranks);
+        } else if self.nodes > 0 {
             let _ = writeln!(s, "  Local Dependencies {} (estimated)", t.local_deps);
             let _ = writeln!(s, "  Nonlocal Dependencies {} (estimated)", t.nonlocal_deps);
             let _ = writeln!(s, "  Number of Nodes (used for estimate) {}", self.nodes);
@@ -222,8 +230,12 @@ impl App {
         let _ = writeln!(s, "Elapsed Time {} seconds", c_exp(elapsed_seconds));
         let _ = writeln!(s, "FLOP/s {}", c_exp(t.flops as f64 / elapsed_seconds));
         let _ = writeln!(s, "B/s {}", c_exp(t.bytes as f64 / elapsed_seconds));
-        s.push_str("Transfer (estimated):\n");
-        if self.nodes > 0 {
+        s.push_str(if self.placement.is_some() {
+            "Transfer:\n"
+        } else {
+            "Transfer (estimated):\n"
+        });
+        if self.nodes > 0 || self.placement.is_some() {
             let _ = writeln!(s, "  Local Bytes {}", t.local_transfer);
             let _ = writeln!(s, "  Nonlocal Bytes {}", t.nonlocal_transfer);
             let _ = writeln!(

@@ -1,9 +1,11 @@
 //! The command line: `taskbench [Task Bench flags] [-system NAME] [-worker N]`, `taskbench
 //! --list`, `taskbench -h`.
 
+use crate::cluster::{self, Cluster};
 use crate::systems::{self, RunConfig, RunError};
 use std::io::Write;
 use std::process::ExitCode;
+use tactor_comm::Reduce;
 use taskbench_core::app::{check_memory, App, ExtraFlag};
 use taskbench_core::graph::{DependenceType, KernelType, TaskGraph};
 
@@ -45,7 +47,8 @@ pub fn version() -> String {
 /// A failure, with the exit code it maps to.
 #[derive(Debug)]
 pub struct Failure {
-    /// One line, printed after `error: `.
+    /// One line, printed after `error: `; empty when nothing is to be printed (another rank
+    /// reports the cause).
     pub message: String,
     /// 2 for bad input, 1 for a failed run.
     pub code: u8,
@@ -57,6 +60,22 @@ impl Failure {
             message: message.into(),
             code: 2,
         }
+    }
+
+    fn run(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: 1,
+        }
+    }
+
+    /// The same failure, printed by one rank only: every rank of a job parses the same
+    /// command line, and one line is enough.
+    fn once(mut self) -> Failure {
+        if cluster::launcher_rank().is_some_and(|r| r != 0) {
+            self.message.clear();
+        }
+        self
     }
 }
 
@@ -157,17 +176,25 @@ pub fn run_checked(
     app: &App,
     cfg: &RunConfig,
 ) -> Result<systems::Pass, Failure> {
-    let pass = system.run(app, cfg).map_err(|e| match e {
-        RunError::Validation(v) => Failure {
-            message: v.to_string(),
-            code: 1,
-        },
+    let mut pass = system.run(app, cfg).map_err(|e| match e {
+        RunError::Validation(v) => Failure::run(v.to_string()),
         RunError::Config(m) => Failure::usage(m),
-        RunError::Runtime(m) => Failure {
-            message: m,
-            code: 1,
-        },
-    })?;
+        RunError::Runtime(m) => Failure::run(m),
+        RunError::Remote { .. } => Failure::run(""),
+    });
+    if let Some(c) = &cfg.cluster {
+        pass = match pass {
+            Ok(p) => combine_ranks(c, p),
+            Err(mut f) if !f.message.is_empty() => {
+                // This rank failed: say why, and stop every other rank.
+                f.message = format!("rank {}: {}", c.rank(), f.message);
+                c.tell_failure(&f.message);
+                Err(f)
+            }
+            Err(f) => Err(f),
+        };
+    }
+    let pass = pass?;
     let expected = app.totals().tasks as u64;
     if pass.tasks != expected {
         return Err(Failure {
@@ -180,6 +207,61 @@ pub fn run_checked(
         });
     }
     Ok(pass)
+}
+
+/// The job's pass: the slowest rank's time (each rank times from the same barrier, as the
+/// reference MPI programs do) and the tasks of every rank.
+fn combine_ranks(c: &Cluster, p: systems::Pass) -> Result<systems::Pass, Failure> {
+    let stopped = |_| Failure::run("");
+    let nanos = u64::try_from(p.elapsed.as_nanos()).unwrap_or(u64::MAX);
+    let elapsed = c.all_reduce(Reduce::Max, nanos).map_err(stopped)?;
+    let tasks = c.all_reduce(Reduce::Sum, p.tasks).map_err(stopped)?;
+    Ok(systems::Pass {
+        elapsed: std::time::Duration::from_nanos(elapsed),
+        tasks,
+    })
+}
+
+/// Joins the job when launched on several ranks, and checks that the run can use them.
+fn join_ranks(
+    app: &mut App,
+    system: &dyn systems::System,
+    cfg: &mut RunConfig,
+) -> Result<(), Failure> {
+    if cluster::launcher_rank().is_none() {
+        return Ok(());
+    }
+    if !system.runs_on_ranks() {
+        let on: Vec<_> = systems::all()
+            .into_iter()
+            .filter(|s| s.runs_on_ranks())
+            .map(|s| s.name())
+            .collect();
+        return Err(Failure::usage(format!(
+            "-system {} runs in one process only; on several ranks use {}",
+            system.name(),
+            on.join(", ")
+        ))
+        .once());
+    }
+    let c = Cluster::join(cfg.workers)
+        .map_err(|e| Failure::run(e).once())?
+        .expect("launched on several ranks");
+    let widest = app.graphs.iter().map(|g| g.max_width).max().unwrap_or(0);
+    if c.ranks() as i64 > widest {
+        return Err(Failure::usage(format!(
+            "-np {} does not fit: the widest graph has {widest} points, so at most {widest} ranks have work",
+            c.ranks()
+        ))
+        .once());
+    }
+    app.place(taskbench_core::app::Placement {
+        ranks: c.ranks() as i64,
+        workers: cfg.workers as i64,
+    })
+    .map_err(|e| Failure::usage(e.to_string()).once())?;
+    cfg.cluster = Some(c);
+    Ok(())
 }
 
 /// Runs the command line `args` (without the program name), writing to `out`.
@@ -203,9 +285,14 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
             .map(|_| ())
             .map_err(io);
     }
-    let (app, system, cfg) = parse_run(args)?;
+    let (mut app, system, mut cfg) = parse_run(args).map_err(Failure::once)?;
+    join_ranks(&mut app, system.as_ref(), &mut cfg)?;
+    // On several ranks, rank 0 alone prints, as in the reference MPI programs.
+    let printer = cfg.cluster.as_ref().is_none_or(|c| c.rank() == 0);
+    let mut sink = std::io::sink();
+    let out: &mut dyn Write = if printer { out } else { &mut sink };
     let width: i64 = app.graphs.iter().map(|g| g.max_width).sum();
-    if width >= LARGE_WIDTH {
+    if width >= LARGE_WIDTH && printer {
         // Setting up buffers and plans this wide takes seconds to minutes before the run.
         eprintln!("taskbench: setting up {width} points per timestep; this takes a while");
     }
@@ -216,7 +303,18 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
             .and_then(|_| out.flush()),
     )
     .map_err(io)?;
-    let pass = run_checked(system.as_ref(), &app, &cfg)?;
+    let pass = match run_checked(system.as_ref(), &app, &cfg) {
+        Ok(p) => p,
+        Err(f) if cfg.cluster.is_some() => {
+            // Not through MPI_Finalize: it waits for every rank, and a failing job's ranks
+            // need not all get there.
+            if !f.message.is_empty() {
+                eprintln!("error: {}", f.message);
+            }
+            std::process::exit(f.code.into())
+        }
+        Err(f) => return Err(f),
+    };
     if shown.is_some() {
         let report = app.report_timing(pass.elapsed.as_secs_f64());
         quiet_on_closed_pipe(out.write_all(report.as_bytes())).map_err(io)?;
@@ -251,7 +349,13 @@ pub fn main() -> ExitCode {
     match run(&args, &mut stdout.lock()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("error: {}", f.message);
+            if !f.message.is_empty() {
+                eprintln!("error: {}", f.message);
+            } else if cluster::launcher_rank().is_some_and(|r| r != 0) {
+                // Rank 0 prints the line every rank found (`Failure::once`); a launcher ends
+                // the job at the first rank that exits, so the others give it time to print.
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            }
             ExitCode::from(f.code)
         }
     }

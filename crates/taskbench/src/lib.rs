@@ -6,7 +6,7 @@
 //!
 //! let (app, _) = App::parse(&["-steps", "20", "-width", "4", "-type", "stencil_1d"], &[]).unwrap();
 //! let bsp = by_name("bsp").unwrap();
-//! let pass = bsp.run(&app, &RunConfig { workers: 2, pin: false }).unwrap();
+//! let pass = bsp.run(&app, &RunConfig { workers: 2, pin: false, ..RunConfig::default() }).unwrap();
 //! assert_eq!(pass.tasks, 80);
 //! ```
 
@@ -14,5 +14,6 @@
 #![recursion_limit = "256"]
 
 pub mod cli;
+pub mod cluster;
 pub mod metg;
 pub mod systems;

@@ -62,6 +62,7 @@ fn run_everywhere(flags: &str, workers: usize) {
         let cfg = RunConfig {
             workers,
             pin: false,
+            ..RunConfig::default()
         };
         if let Err(f) = run_checked(sys.as_ref(), &app, &cfg) {
             panic!(

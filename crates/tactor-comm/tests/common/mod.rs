@@ -7,8 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tactor_comm::{Completion, Reduce, Transport, INLINE_LIMIT};
 
-/// Sizes that cover empty, inline, the inline limit and both sides of it, and a large body.
-pub const SIZES: [usize; 6] = [0, 1, 100, INLINE_LIMIT, INLINE_LIMIT + 1, 70_000];
+/// Sizes that cover empty, inline, the inline limit and both sides of it, and a large body
+/// (Miri, which interprets every byte, gets small ones only).
+pub const SIZES: [usize; 6] = if cfg!(miri) {
+    [0, 1, 24, 25, 40, 100]
+} else {
+    [0, 1, 100, INLINE_LIMIT, INLINE_LIMIT + 1, 70_000]
+};
 
 fn payload(source: usize, thread: usize, seq: usize, len: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(len.max(24));

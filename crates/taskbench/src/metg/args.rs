@@ -129,9 +129,17 @@ pub struct MetgArgs {
     /// Cores of the machine (task granularity = elapsed × cores / tasks); default: all.
     #[arg(long, value_parser = workers)]
     pub cores: Option<usize>,
-    /// Worker threads for our systems (default: --cores).
+    /// Worker threads for our systems (default: --cores); with --ranks, shared among the
+    /// ranks (at least one each).
     #[arg(long, value_parser = workers)]
     pub worker: Option<usize>,
+    /// Also run each of our systems that runs on ranks on R ranks (named SYSTEM@R), started
+    /// by --launcher, beside its single-process run.
+    #[arg(long, value_parser = workers)]
+    pub ranks: Option<usize>,
+    /// The launcher prefix for --ranks; `{R}` is replaced by the rank count.
+    #[arg(long, default_value = "mpirun -np {R}")]
+    pub launcher: String,
     /// Longest a single run may take, in seconds.
     #[arg(long, default_value_t = 600.0, value_parser = seconds)]
     pub timeout: f64,

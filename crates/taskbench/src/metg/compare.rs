@@ -43,7 +43,27 @@ fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
             "-worker".into(),
             workers.to_string(),
         ];
-        out.push(Contender { name, command });
+        out.push(Contender {
+            name: name.clone(),
+            command: command.clone(),
+        });
+        let system = crate::systems::by_name(&name).expect("checked above");
+        if let Some(ranks) = m.ranks.filter(|_| system.runs_on_ranks()) {
+            // Driven exactly like an external MPI program: the launcher prefix, then ours.
+            let launcher = m.launcher.replace("{R}", &ranks.to_string());
+            let Ok(mut cmd) = shell_words::split(&launcher) else {
+                usage!(
+                    "Invalid option \"--launcher {}\": unbalanced quotes",
+                    m.launcher
+                );
+            };
+            cmd.extend(command[..4].iter().cloned());
+            cmd.push((workers / ranks).max(1).to_string());
+            out.push(Contender {
+                name: format!("{name}@{ranks}"),
+                command: cmd,
+            });
+        }
     }
     for (k, ext) in m.external.iter().enumerate() {
         let (name, cmd) = match ext.split_once('=') {

@@ -16,6 +16,8 @@ pub use serial::Serial;
 pub use tasks::Tasks;
 pub use team::Pass;
 
+use crate::cluster::Cluster;
+use std::sync::Arc;
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
 use taskbench_core::validate::TaskError;
@@ -27,6 +29,8 @@ pub struct RunConfig {
     pub workers: usize,
     /// Pin worker `w` to core `w` where possible.
     pub pin: bool,
+    /// The job this process is a rank of, when it runs on several; `None` in one process.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 impl Default for RunConfig {
@@ -34,6 +38,7 @@ impl Default for RunConfig {
         RunConfig {
             workers: default_workers(),
             pin: true,
+            cluster: None,
         }
     }
 }
@@ -56,6 +61,12 @@ pub enum RunError {
     /// validation).
     #[error("{0}")]
     Runtime(String),
+    /// Another rank of the job failed; it reports its own cause.
+    #[error("rank {rank} failed")]
+    Remote {
+        /// The rank that failed first.
+        rank: usize,
+    },
 }
 
 /// A runtime system under test.
@@ -72,6 +83,10 @@ pub trait System: Send + Sync {
     /// (buffers, queues, runtime), saturating. The command line refuses a run that would not
     /// fit the machine before the system allocates anything.
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128;
+    /// Whether the system runs on several ranks (under `mpirun`), with `cfg.cluster` set.
+    fn runs_on_ranks(&self) -> bool {
+        false
+    }
 }
 
 /// Building blocks of [`System::memory`] estimates.

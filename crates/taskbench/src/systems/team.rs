@@ -1,6 +1,7 @@
 //! A team of worker threads that runs timed passes: the calling thread is worker 0 (like MPI
 //! rank 0), the others are scoped threads, and passes are separated by spinning barriers so no
-//! thread sleeps between the warm-up and the timed pass.
+//! thread sleeps between the warm-up and the timed pass. On several ranks, a [`Net`] keeps the
+//! network progressing in every wait and adds a barrier over ranks before each pass.
 
 use super::RunError;
 use crossbeam_utils::{Backoff, CachePadded};
@@ -19,10 +20,21 @@ pub struct Pass {
     pub tasks: u64,
 }
 
+/// What a team needs from the network when it runs on several ranks.
+pub trait Net: Sync {
+    /// Progresses the network (delivering what arrived); `false` once another rank failed.
+    fn idle(&self) -> bool;
+    /// A barrier over every rank, progressing while it waits; `false` if another rank failed.
+    fn barrier(&self) -> bool;
+    /// The rank that failed, once [`Net::idle`] or [`Net::barrier`] returned `false`.
+    fn failed_rank(&self) -> usize;
+}
+
 /// Shared by a team: the abort flag every spin-wait checks, and the first error.
-pub struct Team {
+pub struct Team<'n> {
     abort: AtomicBool,
-    error: Mutex<Option<TaskError>>,
+    error: Mutex<Option<RunError>>,
+    net: Option<&'n dyn Net>,
     arrived: CachePadded<AtomicUsize>,
     generation: CachePadded<AtomicUsize>,
     size: usize,
@@ -33,11 +45,12 @@ pub struct Team {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Aborted;
 
-impl Team {
-    fn new(size: usize, passes: usize) -> Team {
+impl<'n> Team<'n> {
+    fn new(size: usize, passes: usize, net: Option<&'n dyn Net>) -> Team<'n> {
         Team {
             abort: AtomicBool::new(false),
             error: Mutex::new(None),
+            net,
             arrived: CachePadded::new(AtomicUsize::new(0)),
             generation: CachePadded::new(AtomicUsize::new(0)),
             size,
@@ -47,9 +60,23 @@ impl Team {
 
     /// Records a task's failure and tells every worker to stop.
     pub fn fail(&self, e: TaskError) {
+        self.fail_with(e.into());
+    }
+
+    /// Records a failure of the run and tells every worker to stop.
+    pub fn fail_with(&self, e: RunError) {
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
         slot.get_or_insert(e);
         self.abort.store(true, Ordering::Release);
+    }
+
+    fn remote_failed(&self) -> Aborted {
+        if let Some(net) = self.net {
+            self.fail_with(RunError::Remote {
+                rank: net.failed_rank(),
+            });
+        }
+        Aborted
     }
 
     /// Whether some worker failed.
@@ -57,7 +84,9 @@ impl Team {
         self.abort.load(Ordering::Relaxed)
     }
 
-    /// Spins (with backoff, never sleeping in the kernel) until `ready()` holds or the team aborts.
+    /// Spins (with backoff, never sleeping in the kernel) until `ready()` holds or the team
+    /// aborts. On several ranks every spin also progresses the network, so that what this
+    /// worker waits for (or what another rank waits for from it) keeps moving.
     #[inline]
     pub fn wait_until(&self, mut ready: impl FnMut() -> bool) -> Result<(), Aborted> {
         let backoff = Backoff::new();
@@ -65,9 +94,23 @@ impl Team {
             if self.aborted() {
                 return Err(Aborted);
             }
+            if let Some(net) = self.net {
+                if !net.idle() {
+                    return Err(self.remote_failed());
+                }
+            }
             backoff.snooze();
         }
         Ok(())
+    }
+
+    /// Progresses the network once (nothing in one process); `Err` when another rank failed.
+    #[inline]
+    pub fn idle(&self) -> Result<(), Aborted> {
+        match self.net {
+            Some(net) if !net.idle() => Err(self.remote_failed()),
+            _ => Ok(()),
+        }
     }
 
     /// A sense-reversing spin barrier over the whole team.
@@ -101,7 +144,25 @@ where
     I: Fn(usize) -> S + Sync,
     B: Fn(&mut S, usize, usize, &Team) + Sync,
 {
-    let team = Team::new(workers, passes);
+    run_passes_on(None, workers, passes, pin, init, body)
+}
+
+/// [`run_passes`] on one rank of several: every wait progresses `net`, and before each pass
+/// worker 0 joins a barrier over ranks (between two team barriers), so every rank starts each
+/// pass together, as the reference MPI programs do with `MPI_Barrier`.
+pub fn run_passes_on<S, I, B>(
+    net: Option<&dyn Net>,
+    workers: usize,
+    passes: usize,
+    pin: bool,
+    init: I,
+    body: B,
+) -> Result<Vec<Pass>, RunError>
+where
+    I: Fn(usize) -> S + Sync,
+    B: Fn(&mut S, usize, usize, &Team) + Sync,
+{
+    let team = Team::new(workers, passes, net);
     let cores = if pin {
         core_affinity::get_core_ids().unwrap_or_default()
     } else {
@@ -119,6 +180,14 @@ where
         for pass in 0..passes {
             if team.barrier().is_err() {
                 break;
+            }
+            if let Some(net) = net {
+                if w == 0 && !net.barrier() {
+                    team.remote_failed();
+                }
+                if team.barrier().is_err() {
+                    break;
+                }
             }
             let start = Instant::now();
             let before = tasks_executed_on_this_thread();
@@ -154,7 +223,7 @@ where
         return Err(RunError::Runtime(e));
     }
     match team.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some(e) => Err(e.into()),
+        Some(e) => Err(e),
         None => Ok(times
             .into_iter()
             .zip(&team.executed)

@@ -1,0 +1,347 @@
+//! `bsp`: the shared-memory twin of the reference `mpi/nonblock`. Points are block-distributed
+//! over workers; each worker runs its points of a timestep, publishes that it finished the
+//! timestep, and before the next one waits only for the workers it exchanges outputs with.
+//!
+//! Outputs live in two rows per graph (timestep parity). A worker may start timestep `t` of a
+//! graph once (a) every worker owning one of its dependencies finished `t-1` (inputs are ready)
+//! and (b) every worker that read its `t-2` outputs finished `t-1` (the row it overwrites is no
+//! longer read). Those are the only waits: one atomic store per worker per timestep, and spins
+//! on a few neighbours' counters. No thread sleeps on the hot path.
+//!
+//! On several ranks (`mpirun`), points are block-distributed over every rank's workers, the
+//! waits above cover the workers of this rank, and outputs needed on another rank travel as one
+//! message per (worker, worker, timestep) pair ([`exchange`]).
+
+mod exchange;
+
+use super::slots::Slots;
+use super::team::{run_passes_on, Net, Pass};
+use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
+use crate::cluster::{Fault, PORT_BSP};
+use crossbeam_utils::CachePadded;
+use exchange::{Exchange, Header, Key};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use taskbench_core::app::{App, Placement};
+use taskbench_core::kernel::new_scratch;
+use taskbench_core::plan::Plan;
+
+/// Block-distributed points, one thread per worker, neighbour-to-neighbour synchronisation per
+/// timestep.
+pub struct Bsp;
+
+/// This rank's workers among all of the job's.
+#[derive(Clone, Copy)]
+struct Place {
+    all: Placement,
+    rank: usize,
+}
+
+impl Place {
+    fn global(&self, w: usize) -> i64 {
+        (self.rank * self.all.workers as usize + w) as i64
+    }
+
+    /// The local index of global worker `o`, if it is on this rank.
+    fn local(&self, o: i64) -> Option<usize> {
+        let first = self.global(0);
+        (o >= first && o < first + self.all.workers).then(|| (o - first) as usize)
+    }
+}
+
+struct Graph {
+    plan: Plan,
+    rows: [Slots; 2],
+    /// `done[w]` = `pass * timesteps + t + 1` once local worker `w` finished timestep `t` of
+    /// `pass`.
+    done: Vec<CachePadded<AtomicI64>>,
+    /// `waits[w][t]`: the other local workers `w` must see finished `t-1` before starting `t`.
+    waits: Vec<Vec<Vec<usize>>>,
+}
+
+impl Graph {
+    fn new(plan: Plan, place: Place) -> Graph {
+        let g = plan.graph();
+        let width = g.max_width;
+        let workers = place.all.workers as usize;
+        let waits = (0..workers)
+            .map(|w| {
+                let gw = place.global(w);
+                let mine = place.all.first(gw, width)..place.all.first(gw + 1, width);
+                (0..g.timesteps)
+                    .map(|t| {
+                        let mut others: Vec<usize> = mine
+                            .clone()
+                            .flat_map(|p| plan.deps(t, p).iter().chain(plan.rdeps(t - 1, p)))
+                            .filter_map(|&q| place.local(place.all.worker_of(q, width)))
+                            .filter(|&o| o != w)
+                            .collect();
+                        others.sort_unstable();
+                        others.dedup();
+                        others
+                    })
+                    .collect()
+            })
+            .collect();
+        let bytes = g.output_bytes_per_task;
+        Graph {
+            rows: [
+                Slots::new(width as usize, bytes),
+                Slots::new(width as usize, bytes),
+            ],
+            done: (0..workers)
+                .map(|_| CachePadded::new(AtomicI64::new(0)))
+                .collect(),
+            waits,
+            plan,
+        }
+    }
+}
+
+/// A worker's private state: scratch per owned point per graph and, on several ranks, the
+/// messages that arrived for it and reusable lists.
+struct WorkerState {
+    scratch: Vec<Vec<Vec<u8>>>,
+    held: HashMap<Key, Vec<u8>>,
+    /// Points of other ranks this timestep reads, ascending, and where each one's output is:
+    /// (message, byte offset).
+    remote: Vec<i64>,
+    at: Vec<(usize, usize)>,
+    sends: Vec<(i64, i64)>,
+}
+
+impl System for Bsp {
+    fn name(&self) -> &'static str {
+        "bsp"
+    }
+
+    fn about(&self) -> &'static str {
+        "one thread per worker, block-distributed points, per-timestep exchange with neighbours (like mpi/nonblock)"
+    }
+
+    fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
+        // Two output rows, a scratch buffer per point, a completion counter per worker.
+        footprint::rows(app, 2, 1)
+            .saturating_add(taskbench_core::memory::mul(cfg.workers, 64 * 1024u32))
+    }
+
+    fn runs_on_ranks(&self) -> bool {
+        true
+    }
+
+    fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
+        check_workers(cfg)?;
+        let n = cfg.workers;
+        let cluster = cfg.cluster.as_deref();
+        let place = Place {
+            all: Placement {
+                ranks: cluster.map_or(1, |c| c.ranks()) as i64,
+                workers: n as i64,
+            },
+            rank: cluster.map_or(0, |c| c.rank()),
+        };
+        let exchange = cluster.map(|c| Exchange::new(c, n));
+        let fault = cluster.and_then(|c| crate::cluster::injected_fault(c.rank()));
+        let graphs: Vec<Graph> = app
+            .graphs
+            .iter()
+            .cloned()
+            .map(|g| Graph::new(Plan::new(g), place))
+            .collect();
+        let steps = graphs
+            .iter()
+            .map(|g| g.plan.graph().timesteps)
+            .max()
+            .unwrap_or(0);
+        let init = |w: usize| WorkerState {
+            scratch: graphs
+                .iter()
+                .map(|gr| {
+                    let g = gr.plan.graph();
+                    let gw = place.global(w);
+                    let owned =
+                        place.all.first(gw + 1, g.max_width) - place.all.first(gw, g.max_width);
+                    (0..owned)
+                        .map(|_| new_scratch(g.scratch_bytes_per_task))
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+            held: HashMap::new(),
+            remote: Vec::new(),
+            at: Vec::new(),
+            sends: Vec::new(),
+        };
+        let net = exchange.as_ref().map(|e| e as &dyn Net);
+        let times = run_passes_on(net, n, 2, cfg.pin, init, |st, w, pass, team| {
+            let gw = place.global(w);
+            for t in 0..steps {
+                for (gi, gr) in graphs.iter().enumerate() {
+                    let plan = &gr.plan;
+                    let g = plan.graph();
+                    if t >= g.timesteps {
+                        continue;
+                    }
+                    let base = pass as i64 * g.timesteps;
+                    for &v in &gr.waits[w][t as usize] {
+                        if team
+                            .wait_until(|| gr.done[v].load(Ordering::Acquire) >= base + t)
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    let width = g.max_width;
+                    let first = place.all.first(gw, width);
+                    let lo = first.max(plan.offset(t));
+                    let hi = place
+                        .all
+                        .first(gw + 1, width)
+                        .min(plan.offset(t) + plan.width(t));
+                    let (row, prev) =
+                        (&gr.rows[(t % 2) as usize], &gr.rows[((t + 1) % 2) as usize]);
+                    // Inputs from other ranks: one message per source worker.
+                    let bytes = g.output_bytes_per_task;
+                    let mut arrived: Vec<Vec<u8>> = Vec::new();
+                    if let Some(ex) = &exchange {
+                        st.remote.clear();
+                        st.at.clear();
+                        for p in lo..hi {
+                            st.remote.extend(
+                                plan.deps(t, p).iter().copied().filter(|&d| {
+                                    place.local(place.all.worker_of(d, width)).is_none()
+                                }),
+                            );
+                        }
+                        st.remote.sort_unstable();
+                        st.remote.dedup();
+                        let mut i = 0;
+                        while i < st.remote.len() {
+                            let src = place.all.worker_of(st.remote[i], width);
+                            let j = i + st.remote[i..]
+                                .iter()
+                                .take_while(|&&d| place.all.worker_of(d, width) == src)
+                                .count();
+                            let key: Key = (pass as u32, gi as u32, t - 1, src as u32);
+                            let mut bad = None;
+                            let found = team.wait_until(|| {
+                                if let Err(e) = ex.collect(w, &mut st.held) {
+                                    bad = Some(e);
+                                    return true;
+                                }
+                                st.held.contains_key(&key)
+                            });
+                            if found.is_err() {
+                                return;
+                            }
+                            if let Some(e) = bad {
+                                return team.fail_with(RunError::Runtime(e));
+                            }
+                            let msg = st.held.remove(&key).expect("waited for");
+                            let want = j - i;
+                            let h = Header::decode(&msg).expect("routed messages have a header");
+                            if h.count as usize != want
+                                || msg.len() != exchange::HEADER + want * bytes
+                            {
+                                return team.fail_with(RunError::Runtime(format!(
+                                    "bsp: worker {gw} expected {want} outputs of timestep {} of graph {gi} from worker {src}, got a message with {} ({} bytes)",
+                                    t - 1, h.count, msg.len()
+                                )));
+                            }
+                            // The k-th remote input (in point order, so in source order) sits
+                            // in its source's message at its rank among that source's points.
+                            st.at.extend(
+                                (0..want).map(|k| (arrived.len(), exchange::HEADER + k * bytes)),
+                            );
+                            arrived.push(msg);
+                            i = j;
+                        }
+                    }
+                    let (remote, at) = (&st.remote, &st.at);
+                    for p in lo..hi {
+                        // SAFETY: only this worker (the owner of `p`) writes slot `p`; the readers
+                        // of its previous contents (consumers at `t-1` of `(t-2, p)`) on this rank
+                        // were waited for above (readers on other ranks got copies), and readers
+                        // of the new contents start only after the Release store of `done[w]`.
+                        let out = unsafe { row.write(p as usize) };
+                        let input = |d: i64| -> &[u8] {
+                            match remote.binary_search(&d) {
+                                Ok(k) => {
+                                    let (m, from) = at[k];
+                                    &arrived[m][from..from + bytes]
+                                }
+                                // SAFETY: slot `d` of the previous row was written at `t-1` by its
+                                // owner on this rank, who published it before we passed our wait;
+                                // the owner writes it again at `t+1` only after seeing this worker
+                                // finish `t`.
+                                Err(_) => unsafe { prev.read(d as usize) },
+                            }
+                        };
+                        let sc = &mut st.scratch[gi][(p - first) as usize];
+                        if let Err(e) = run_task(plan, t, p, out, sc, input) {
+                            return team.fail(e);
+                        }
+                    }
+                    gr.done[w].store(base + t + 1, Ordering::Release);
+                    if let Some(ex) = &exchange {
+                        let fault = fault.filter(|_| pass == 1 && t == 1 && w == 0);
+                        if fault == Some(Fault::Panic) {
+                            panic!("injected fault (TASKBENCH_FAULT)");
+                        }
+                        let corrupt = fault == Some(Fault::Corrupt);
+                        send_outputs(ex, st, plan, row, place, (pass, gi, t, gw, corrupt), lo..hi);
+                    }
+                }
+            }
+        })?;
+        Ok(times[1])
+    }
+}
+
+/// Sends the outputs of timestep `t` that workers on other ranks read at `t+1`: one message per
+/// destination worker, outputs in point order, on the channel of the destination's local index.
+fn send_outputs(
+    ex: &Exchange,
+    st: &mut WorkerState,
+    plan: &Plan,
+    row: &Slots,
+    place: Place,
+    (pass, gi, t, me, corrupt): (usize, usize, i64, i64, bool),
+    mine: std::ops::Range<i64>,
+) {
+    let width = plan.graph().max_width;
+    let bytes = plan.graph().output_bytes_per_task;
+    st.sends.clear();
+    for q in mine {
+        for &p in plan.rdeps(t + 1, q) {
+            let o = place.all.worker_of(p, width);
+            if place.local(o).is_none() {
+                st.sends.push((o, q));
+            }
+        }
+    }
+    st.sends.sort_unstable();
+    st.sends.dedup();
+    let cluster = ex.cluster();
+    let channels = cluster.channels();
+    let workers = place.all.workers;
+    for group in st.sends.chunk_by(|a, b| a.0 == b.0) {
+        let dest = group[0].0;
+        let mut buf = Vec::with_capacity(exchange::HEADER + group.len() * bytes);
+        Header {
+            key: (pass as u32, gi as u32, t, me as u32),
+            dest: dest as u32,
+            count: group.len() as u32,
+        }
+        .encode(&mut buf);
+        for &(_, q) in group {
+            // SAFETY: this worker wrote slot `q` in this timestep and is its only writer; it
+            // writes it again only at `t+2`, after this call returns.
+            buf.extend_from_slice(unsafe { row.read(q as usize) });
+        }
+        if corrupt {
+            buf[exchange::HEADER] ^= 1;
+        }
+        let channel = (dest % workers) as usize % channels;
+        cluster.send(channel, (dest / workers) as usize, PORT_BSP, buf);
+    }
+}

@@ -1,0 +1,258 @@
+//! `taskbench` on several ranks under a real `mpirun` (oversubscribed, so it runs on any core
+//! count): the Task Bench matrix for every system that runs on ranks, the report from rank 0,
+//! bad input said once, and faults that end every rank.
+#![cfg(feature = "mpi")]
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `mpirun` for `np` ranks of taskbench, exporting `env` to every rank.
+fn mpirun(np: usize, env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", &np.to_string()]);
+    for (k, v) in env {
+        c.env(k, v).args(["-x", k]);
+    }
+    c.arg(env!("CARGO_BIN_EXE_taskbench"));
+    c
+}
+
+fn run(np: usize, args: &str, env: &[(&str, &str)]) -> Output {
+    mpirun(np, env)
+        .args(args.split_whitespace())
+        .output()
+        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.trim_start().starts_with(key))
+        .unwrap_or_else(|| panic!("no line {key:?} in:\n{out}"))
+}
+
+fn number(out: &str, key: &str) -> i64 {
+    line(out, key)
+        .trim_start()
+        .trim_start_matches(key)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Runs `graph` on `np` ranks and in one process; both validate, and the multi-rank report
+/// (printed once) has the same totals, with local + nonlocal = all dependencies.
+fn same_as_one_process(system: &str, np: usize, workers: usize, graph: &str) {
+    let args = format!("{graph} -system {system} -worker {workers}");
+    let o = run(np, &args, &[]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{np} ranks: {args}\n{out}\n{err}");
+    assert_eq!(out.matches("Running Task Benchmark").count(), 1, "{out}");
+    let single = Command::new(env!("CARGO_BIN_EXE_taskbench"))
+        .args(args.split_whitespace())
+        .output()
+        .unwrap();
+    let (one, _) = text(&single);
+    assert!(single.status.success());
+    for key in [
+        "Total Tasks",
+        "Total Dependencies",
+        "Total FLOPs",
+        "Total Bytes",
+    ] {
+        assert_eq!(number(&out, key), number(&one, key), "{key}: {args}");
+    }
+    let (local, nonlocal) = (
+        number(&out, "Local Dependencies"),
+        number(&out, "Nonlocal Dependencies"),
+    );
+    assert_eq!(local + nonlocal, number(&out, "Total Dependencies"));
+    assert_eq!(number(&out, "Number of Ranks"), np as i64);
+}
+
+const TYPES: [&str; 11] = [
+    "trivial",
+    "no_comm",
+    "stencil_1d",
+    "stencil_1d_periodic",
+    "dom",
+    "tree",
+    "fft",
+    "all_to_all",
+    "nearest",
+    "spread",
+    "random_nearest",
+];
+
+/// Flags of a graph of type `ty`, `width` points wide, with what the type's rules require.
+fn graph(ty: &str, steps: i64, width: i64, rest: &str) -> String {
+    let mut f = format!("-steps {steps} -width {width} -type {ty} {rest}");
+    if ty == "spread" {
+        let radix = width.min(3);
+        f += &format!(
+            " -radix {radix} -period {}",
+            3.min((width + radix - 1) / radix)
+        );
+    }
+    f
+}
+
+fn matrix(system: &str) {
+    // Every type on 2 and 3 ranks with 1 or 2 workers each, each run with two more graphs
+    // (-and) of other types and kernels; odd widths so blocks are uneven; outputs larger than
+    // the minimum.
+    for (i, ty) in TYPES.iter().enumerate() {
+        let other = TYPES[(i + 5) % TYPES.len()];
+        let flags = [
+            graph(ty, 9, 7, "-output 40"),
+            graph(other, 6, 5, "-kernel memory_bound -scratch 64 -iter 2"),
+            graph(ty, 4, 3, "-kernel compute_bound -iter 16"),
+        ]
+        .join(" -and ");
+        same_as_one_process(system, 2 + i % 2, 1 + (i / 2) % 2, &flags);
+    }
+    // Wide enough that a message crosses the inline limit (rendezvous) and many workers talk.
+    same_as_one_process(
+        system,
+        3,
+        2,
+        "-steps 6 -width 600 -type all_to_all -output 64",
+    );
+}
+
+#[test]
+fn bsp_matrix_on_two_and_three_ranks() {
+    matrix("bsp");
+}
+
+#[test]
+fn systems_that_stay_in_one_process_say_so_once() {
+    let o = run(2, "-steps 4 -width 4 -system serial", &[]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("error: ").count(), 1, "{err}");
+    assert!(
+        err.contains("-system serial runs in one process only"),
+        "{err}"
+    );
+}
+
+#[test]
+fn too_many_ranks_for_the_graph_is_refused_once() {
+    let o = run(3, "-steps 4 -width 2", &[]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("error: ").count(), 1, "{err}");
+    assert!(err.contains("-np 3 does not fit"), "{err}");
+}
+
+#[test]
+fn bad_flags_are_reported_once() {
+    let o = run(2, "-steps x", &[]);
+    let (_, err) = text(&o);
+    assert_eq!(err.matches("error: ").count(), 1, "{err}");
+    assert_ne!(o.status.code(), Some(0));
+}
+
+fn fault(kind: &str, victim: usize) -> String {
+    let o = run(
+        2,
+        "-steps 50 -width 4 -type stencil_1d -worker 1",
+        &[("TASKBENCH_FAULT", &format!("{victim}:{kind}"))],
+    );
+    let (_, err) = text(&o);
+    assert!(!o.status.success(), "{err}");
+    let ours: Vec<_> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(ours.len(), 1, "one rank reports, once:\n{err}");
+    ours[0].to_string()
+}
+
+#[test]
+fn a_corrupted_message_fails_validation_on_the_receiving_rank() {
+    let msg = fault("corrupt", 0);
+    assert!(msg.starts_with("error: rank 1: validation failed"), "{msg}");
+    let msg = fault("corrupt", 1);
+    assert!(msg.starts_with("error: rank 0: validation failed"), "{msg}");
+}
+
+#[test]
+fn a_panicking_rank_ends_the_job() {
+    let msg = fault("panic", 1);
+    assert!(
+        msg.starts_with("error: rank 1: panicked: injected fault"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_killed_rank_ends_the_job() {
+    let mut child = mpirun(2, &[])
+        .args(
+            "-steps 100000000 -width 4 -type stencil_1d -kernel compute_bound -iter 1000 -worker 1"
+                .split(' '),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until both ranks run, then kill one.
+    let start = Instant::now();
+    let ranks = loop {
+        let out = Command::new("pgrep")
+            .args(["-P", &child.id().to_string()])
+            .output()
+            .unwrap();
+        let pids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        if pids.len() == 2 {
+            break pids;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    Command::new("kill")
+        .args(["-9", &ranks[1]])
+        .status()
+        .unwrap();
+    let killed = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success());
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the job did not end after a rank was killed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // No rank outlives the job (a dying one may take a moment to go).
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
+    };
+    let gone = Instant::now();
+    while alive(&ranks[0]) {
+        assert!(
+            gone.elapsed() < Duration::from_secs(10),
+            "rank 0 outlived the job"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
