@@ -27,7 +27,7 @@ use args::{AnalyzeArgs, MetgArgs, Parsed};
 use serde_json::json;
 
 /// Our options that take a value (everything else double-dash is a switch).
-const TAKES_VALUE: [&str; 15] = [
+const TAKES_VALUE: [&str; 17] = [
     "--system",
     "--external",
     "--reps",
@@ -39,6 +39,8 @@ const TAKES_VALUE: [&str; 15] = [
     "--stat",
     "--cores",
     "--worker",
+    "--ranks",
+    "--launcher",
     "--timeout",
     "--noise",
     "--retry-budget",
@@ -136,4 +138,22 @@ fn analyze_files(a: &AnalyzeArgs) -> anyhow::Result<()> {
         anyhow::bail!("{unreadable} of {} files could not be read", a.files.len());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_option_with_a_value_is_split_as_one() {
+        // An option missing from TAKES_VALUE would lose its value to the graph flags.
+        for arg in MetgArgs::command().get_arguments() {
+            let (Some(long), true) = (arg.get_long(), arg.get_action().takes_values()) else {
+                continue;
+            };
+            let flag = format!("--{long}");
+            assert!(TAKES_VALUE.contains(&flag.as_str()), "{flag} missing");
+        }
+    }
 }
