@@ -48,6 +48,21 @@ mod wire;
 pub use queue::CompletionQueue;
 pub use transport::{Reduce, Stopped, Transport};
 
+/// Spare capacity a send buffer should have so that [`Transport::send`] never reallocates or
+/// copies it (the layer appends its header to inline payloads).
+pub const SPARE: usize = 16;
+
+/// A buffer for a message of `len` bytes, with room for the layer's header.
+///
+/// ```
+/// let mut b = tactor_comm::buffer(100);
+/// b.extend_from_slice(&[1; 100]);
+/// assert!(b.capacity() >= 100 + tactor_comm::SPARE);
+/// ```
+pub fn buffer(len: usize) -> Vec<u8> {
+    Vec::with_capacity(len.saturating_add(SPARE))
+}
+
 /// Payloads up to this many bytes travel inline with the header in one network message;
 /// larger ones follow as a second transfer that the receiver posts when the header arrives.
 /// 8 KiB: above Open MPI's shared-memory eager limit (4 KiB) the MPI library already switches

@@ -1,9 +1,13 @@
-//! The header every active message starts with.
+//! The header every active message carries (after its inline payload).
 
 pub use crate::INLINE_LIMIT;
 
 /// Bytes of the header.
 pub const HEADER: usize = 16;
+const _: () = assert!(
+    crate::SPARE == HEADER,
+    "buffer() must leave room for the header"
+);
 
 /// What follows the header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,10 +43,11 @@ impl Header {
         h
     }
 
-    /// Reads a header from the first [`HEADER`] bytes of `b`; `None` if `b` is too short or
-    /// the kind is unknown (a message that did not come from this layer).
+    /// Reads the header from the last [`HEADER`] bytes of `b` (headers trail their inline
+    /// payload); `None` if `b` is too short or the kind is unknown (a message that did not
+    /// come from this layer).
     pub fn decode(b: &[u8]) -> Option<Header> {
-        let h = b.get(..HEADER)?;
+        let h = b.get(b.len().checked_sub(HEADER)?..)?;
         let port = u16::from_le_bytes([h[0], h[1]]);
         let len = u32::from_le_bytes(h[4..8].try_into().ok()?);
         let body = match h[2] {
@@ -77,6 +82,14 @@ mod tests {
             assert_eq!(Header::decode(&h.encode()), Some(h));
         }
         assert_eq!(Header::decode(&[0; 15]), None);
+        let mut framed = b"payload".to_vec();
+        let h = Header {
+            port: 3,
+            len: 7,
+            body: Body::Inline,
+        };
+        framed.extend_from_slice(&h.encode());
+        assert_eq!(Header::decode(&framed), Some(h));
         let mut bad = [0u8; HEADER];
         bad[2] = 9;
         assert_eq!(Header::decode(&bad), None);

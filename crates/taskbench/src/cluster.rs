@@ -114,7 +114,10 @@ impl Cluster {
     /// once some rank failed.
     pub fn poll(&self, deliver: &mut dyn FnMut(Message)) -> bool {
         for ch in 0..self.net.channels() {
-            while let Some(c) = self.net.poll(ch) {
+            // One progress call, then everything it completed (not a progress call per
+            // message, each of which costs MPI calls).
+            self.net.progress(ch);
+            while let Some(c) = self.net.completions(ch).pop() {
                 match c {
                     Completion::Received(m) if m.port == PORT_FAIL => {
                         let _ = self.failed.compare_exchange(

@@ -1,13 +1,20 @@
 //! One MPI channel: a duplicated communicator, a ring of pre-posted any-source receives for
 //! active-message headers, the requests in flight, and a completion queue.
+//!
+//! Every MPI call is made by the thread holding the transport's library lock ([`Lib`]), taken
+//! with a try-lock only: a sender that gets it starts its send at once, one that does not leaves
+//! the send in the channel's lock-free queue for the holder to start (see `super` for why the
+//! library is used at `MPI_THREAD_SERIALIZED`).
 
 use crate::wire::{Body, Header, HEADER, INLINE_LIMIT};
 use crate::{CommError, Completion, CompletionQueue, Message};
 use crossbeam_queue::SegQueue;
 use mpi::ffi;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// The tag of active-message headers. Payload transfers use tags from [`FIRST_BODY_TAG`].
@@ -22,24 +29,37 @@ const BODY_TAGS: u32 = 32765;
 const DEPTH: usize = 64;
 const RECV_BYTES: usize = HEADER + INLINE_LIMIT;
 
-/// A request handle that may move between threads. SAFETY of `Send`: the transport runs under
-/// `MPI_THREAD_MULTIPLE`, where any thread may use any handle; each request is used by one
-/// thread at a time (the sender, then the progressing thread under the channel lock).
-struct Request(ffi::MPI_Request);
-// SAFETY: see `Request`.
-unsafe impl Send for Request {}
+/// The lock every MPI call is made under: the library runs at `MPI_THREAD_SERIALIZED`, which
+/// allows calls from any thread, one at a time. Only ever try-locked on the hot paths.
+pub type Lib = Arc<Mutex<()>>;
 
-/// An MPI communicator handle, used concurrently by every thread.
+/// Tries to take the library lock; `None` when another thread holds it.
+pub fn try_lib(lib: &Lib) -> Option<MutexGuard<'_, ()>> {
+    match lib.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::WouldBlock) => None,
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+    }
+}
+
+/// An MPI communicator handle, shared by every thread.
 #[derive(Clone, Copy)]
 pub struct Comm(pub ffi::MPI_Comm);
-// SAFETY: under `MPI_THREAD_MULTIPLE`, concurrent calls on one communicator are allowed.
+// SAFETY: the handle is only passed to MPI under the library lock (`Lib`), so calls on it
+// never overlap, as `MPI_THREAD_SERIALIZED` requires; between calls it is plain data.
 unsafe impl Send for Comm {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Comm {}
 
+/// A send not yet started: the sender did not get the library lock.
+struct Outgoing {
+    dest: usize,
+    tag: c_int,
+    buf: Vec<u8>,
+    token: Option<u64>,
+}
+
 enum Pending {
-    /// A send: its buffer must live until the request completes.
-    Send { _buf: Vec<u8>, token: Option<u64> },
     /// A payload transfer being received for a header that arrived.
     Body {
         buf: Vec<u8>,
@@ -59,6 +79,12 @@ struct State {
     posted: Vec<Posted>,
     head: usize,
     /// Requests in flight and what each one holds (parallel vectors, for `MPI_Testsome`).
+    /// Sends in flight, oldest first. MPI completes one peer's sends in order, so testing the
+    /// oldest until one is unfinished costs one test per finished send, whatever the backlog
+    /// (testing them all, as `MPI_Testsome` does, is quadratic in a flood).
+    sends: VecDeque<(ffi::MPI_Request, Vec<u8>, Option<u64>)>,
+    /// Payload receives in flight and what each one holds (parallel vectors, for
+    /// `MPI_Testsome`).
     reqs: Vec<ffi::MPI_Request>,
     pending: Vec<Pending>,
     indices: Vec<c_int>,
@@ -67,17 +93,22 @@ struct State {
 /// One channel (see the crate docs). Lock-free on the send path; `progress` uses a try-lock.
 pub struct Channel {
     comm: Comm,
-    state: Mutex<State>,
-    /// Sends started by any thread, handed to the progressing thread.
-    fresh: SegQueue<(Request, Pending)>,
+    lib: Lib,
+    /// Touched only by the holder of `lib` ([`Channel::state`]).
+    state: UnsafeCell<State>,
+    /// Sends from threads that did not get the library lock, started by the next holder.
+    fresh: SegQueue<Outgoing>,
     cq: CompletionQueue,
     in_flight: AtomicUsize,
     next_tag: AtomicU32,
 }
 
-// SAFETY: the raw handles inside `State` are only touched under its mutex, and MPI (at
-// `MPI_THREAD_MULTIPLE`) lets any thread use them.
+// SAFETY: the raw handles inside `State` are only touched under the library lock, and MPI (at
+// `MPI_THREAD_SERIALIZED`) lets any thread use them, one at a time.
 unsafe impl Send for State {}
+// SAFETY: `Channel`'s only non-`Sync` field is `state`, reached only through `Channel::state`
+// under the library lock.
+unsafe impl Sync for Channel {}
 
 fn check(rc: c_int, what: &str) {
     // The MPI library's default error handler aborts the job before returning an error; this
@@ -92,7 +123,8 @@ fn bytes() -> ffi::MPI_Datatype {
 
 impl Channel {
     /// A channel on `comm` (a communicator of its own) with its header receives posted.
-    pub fn new(comm: Comm) -> Channel {
+    /// Called while no other thread uses MPI (at initialisation).
+    pub fn new(comm: Comm, lib: Lib) -> Channel {
         let mut posted: Vec<Posted> = (0..DEPTH)
             .map(|_| Posted {
                 buf: vec![0u8; RECV_BYTES].into_boxed_slice(),
@@ -105,9 +137,11 @@ impl Channel {
         }
         Channel {
             comm,
-            state: Mutex::new(State {
+            lib,
+            state: UnsafeCell::new(State {
                 posted,
                 head: 0,
+                sends: VecDeque::new(),
                 reqs: Vec::new(),
                 pending: Vec::new(),
                 indices: Vec::new(),
@@ -143,9 +177,10 @@ impl Channel {
                 len,
                 body: Body::Inline,
             };
-            let mut buf = Vec::with_capacity(HEADER + data.len());
+            // The header goes last, so a buffer made with spare capacity
+            // (`crate::buffer`) is sent as it is, without a copy.
+            let mut buf = data;
             buf.extend_from_slice(&header.encode());
-            buf.extend_from_slice(&data);
             self.isend(dest, TAG_AM, buf, token);
         } else {
             let tag = (FIRST_BODY_TAG + self.next_tag.fetch_add(1, Ordering::Relaxed) % BODY_TAGS)
@@ -164,42 +199,95 @@ impl Channel {
     }
 
     fn isend(&self, dest: usize, tag: c_int, buf: Vec<u8>, token: Option<u64>) {
-        // SAFETY: a constant initialised by the MPI library at load time.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: `buf` lives in `Pending::Send` until the request completes (its heap block
-        // does not move when the vector does); its length fits `c_int` (checked by the
-        // caller); `dest` is a rank of `comm` (checked by the transport).
-        let rc = unsafe {
-            ffi::MPI_Isend(
-                buf.as_ptr().cast(),
-                buf.len() as c_int,
-                bytes(),
-                dest as c_int,
-                tag,
-                self.comm.0,
-                &mut req,
-            )
-        };
-        check(rc, "MPI_Isend");
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.fresh
-            .push((Request(req), Pending::Send { _buf: buf, token }));
+        let o = Outgoing {
+            dest,
+            tag,
+            buf,
+            token,
+        };
+        // Start it now if the library is free (after any queued before it): the common case
+        // pays no queue hop.
+        match try_lib(&self.lib) {
+            Some(lib) => self.start_sends(self.state(&lib), Some(o)),
+            None => self.fresh.push(o),
+        }
+    }
+
+    /// The channel's state, reachable only with the library lock held: the guard's borrow
+    /// keeps the lock held while the state is in use.
+    #[allow(clippy::mut_from_ref)]
+    fn state<'g>(&'g self, _lib: &'g MutexGuard<'_, ()>) -> &'g mut State {
+        // SAFETY: the state is only reached through this function, which needs the library
+        // lock's guard, and each caller takes it once per guard (no two live `&mut`); the
+        // lock is one for all channels, so no other thread touches the state meanwhile.
+        unsafe { &mut *self.state.get() }
+    }
+
+    /// Starts the queued sends, then `now`. Called with the library lock held.
+    fn start_sends(&self, st: &mut State, now: Option<Outgoing>) {
+        let queued = std::iter::from_fn(|| self.fresh.pop());
+        for o in queued.chain(now) {
+            // SAFETY: a constant initialised by the MPI library at load time.
+            let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+            // SAFETY: the library lock is held; `o.buf` moves into `sends` and lives
+            // until the request completes (its heap block does not move with the vector); its
+            // length fits `c_int` (checked by `send`); `o.dest` is a rank of `comm` (checked by
+            // the transport).
+            let rc = unsafe {
+                ffi::MPI_Isend(
+                    o.buf.as_ptr().cast(),
+                    o.buf.len() as c_int,
+                    bytes(),
+                    o.dest as c_int,
+                    o.tag,
+                    self.comm.0,
+                    &mut req,
+                )
+            };
+            check(rc, "MPI_Isend");
+            st.sends.push_back((req, o.buf, o.token));
+        }
+        // A sender that floods keeps the backlog short and the network moving.
+        if st.sends.len() > DEPTH {
+            self.complete_sends(st);
+        }
+    }
+
+    /// Retires finished sends, oldest first.
+    fn complete_sends(&self, st: &mut State) -> bool {
+        let mut any = false;
+        while let Some((req, _, _)) = st.sends.front_mut() {
+            let mut flag: c_int = 0;
+            // SAFETY: the library lock is held; a live send request whose buffer is kept
+            // beside it.
+            check(
+                unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) },
+                "MPI_Test",
+            );
+            if flag == 0 {
+                break;
+            }
+            let (_, _buf, token) = st.sends.pop_front().expect("front exists");
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if let Some(token) = token {
+                self.cq.push(Completion::Sent { token });
+            }
+            any = true;
+        }
+        any
     }
 
     /// See [`crate::Transport::progress`].
     pub fn progress(&self) -> bool {
-        let mut st = match self.state.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::WouldBlock) => return false,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        let Some(lib) = try_lib(&self.lib) else {
+            return false;
         };
-        let st = &mut *st;
-        while let Some((Request(r), p)) = self.fresh.pop() {
-            st.reqs.push(r);
-            st.pending.push(p);
-        }
+        let st = self.state(&lib);
+        self.start_sends(st, None);
         let mut any = self.receive_headers(st);
-        any |= self.complete_requests(st);
+        any |= self.complete_sends(st);
+        any |= self.complete_bodies(st);
         any
     }
 
@@ -209,8 +297,8 @@ impl Channel {
             let head = st.head;
             let p = &mut st.posted[head];
             let (mut flag, mut status) = (0 as c_int, empty_status());
-            // SAFETY: `p.req` is a receive posted on `p.buf`, which stays allocated and
-            // untouched until the request completes.
+            // SAFETY: the library lock is held (by `progress`); `p.req` is a receive posted on
+            // `p.buf`, which stays allocated and untouched until the request completes.
             check(
                 unsafe { ffi::MPI_Test(&mut p.req, &mut flag, &mut status) },
                 "MPI_Test",
@@ -227,7 +315,7 @@ impl Channel {
                     body: Body::Inline,
                     len,
                 }) if n == HEADER + len as usize => {
-                    let data = p.buf[HEADER..n].to_vec();
+                    let data = p.buf[..len as usize].to_vec();
                     self.cq
                         .push(Completion::Received(Message { source, port, data }));
                 }
@@ -264,7 +352,7 @@ impl Channel {
         }
     }
 
-    fn complete_requests(&self, st: &mut State) -> bool {
+    fn complete_bodies(&self, st: &mut State) -> bool {
         if st.reqs.is_empty() {
             return false;
         }
@@ -295,11 +383,6 @@ impl Channel {
             st.reqs.swap_remove(i);
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
             match st.pending.swap_remove(i) {
-                Pending::Send { token, .. } => {
-                    if let Some(token) = token {
-                        self.cq.push(Completion::Sent { token });
-                    }
-                }
                 Pending::Body { buf, source, port } => {
                     self.cq.push(Completion::Received(Message {
                         source,
@@ -321,9 +404,11 @@ impl Channel {
             self.progress();
             std::thread::yield_now();
         }
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if !st.pending.is_empty() {
+        let lib = self.lib.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.state(&lib);
+        if !st.pending.is_empty() || !st.sends.is_empty() {
             std::mem::forget(std::mem::take(&mut st.pending));
+            std::mem::forget(std::mem::take(&mut st.sends));
         }
         for p in &mut st.posted {
             // SAFETY: each posted receive is live; cancelling and waiting completes it, after

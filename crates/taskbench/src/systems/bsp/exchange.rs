@@ -6,7 +6,6 @@
 use crate::cluster::{Cluster, PORT_BSP};
 use crate::systems::team::Net;
 use crossbeam_queue::SegQueue;
-use std::collections::HashMap;
 use tactor_comm::Message;
 
 /// Bytes before the outputs: pass, graph, timestep, source worker, destination worker, count.
@@ -86,17 +85,56 @@ impl<'c> Exchange<'c> {
     }
 
     /// Moves what arrived for local worker `w` into its `held` messages.
-    pub fn collect(&self, w: usize, held: &mut HashMap<Key, Vec<u8>>) -> Result<(), String> {
+    pub fn collect(&self, w: usize, held: &mut Held) -> Result<(), String> {
         while let Some(m) = self.inboxes[w].pop() {
-            let h = Header::decode(&m.data).expect("routed messages have a header");
-            if held.insert(h.key, m.data).is_some() {
-                return Err(format!(
-                    "bsp: worker {} received timestep {} of graph {} twice from worker {}",
-                    h.dest, h.key.2, h.key.1, h.key.3
-                ));
-            }
+            held.insert(m.data)?;
         }
         Ok(())
+    }
+
+    /// Progresses the network as local worker `w`: messages for `w` go straight into `held`
+    /// (no inbox hop on the path a waiting worker is waiting on), others to their worker's
+    /// inbox. `Ok(false)` once another rank failed.
+    pub fn poll_into(&self, w: usize, held: &mut Held) -> Result<bool, String> {
+        let me = (self.first_worker + w) as u32;
+        let mut bad = Ok(());
+        let alive = self.cluster.poll(&mut |m| {
+            if m.port == PORT_BSP && Header::decode(&m.data).is_some_and(|h| h.dest == me) {
+                if let Err(e) = held.insert(std::mem::take(&mut { m }.data)) {
+                    bad = Err(e);
+                }
+            } else {
+                self.route(m);
+            }
+        });
+        bad?;
+        self.collect(w, held)?;
+        Ok(alive)
+    }
+}
+
+/// The messages a worker received and has not used yet: a handful at most (one per neighbour
+/// and timestep in flight), so a vector searched linearly beats hashing.
+#[derive(Default)]
+pub struct Held(Vec<(Key, Vec<u8>)>);
+
+impl Held {
+    fn insert(&mut self, data: Vec<u8>) -> Result<(), String> {
+        let h = Header::decode(&data).expect("routed messages have a header");
+        if self.0.iter().any(|(k, _)| *k == h.key) {
+            return Err(format!(
+                "bsp: worker {} received timestep {} of graph {} twice from worker {}",
+                h.dest, h.key.2, h.key.1, h.key.3
+            ));
+        }
+        self.0.push((h.key, data));
+        Ok(())
+    }
+
+    /// Takes the message with `key`, if it arrived.
+    pub fn take(&mut self, key: &Key) -> Option<Vec<u8>> {
+        let i = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.swap_remove(i).1)
     }
 }
 

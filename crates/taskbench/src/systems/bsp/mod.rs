@@ -15,12 +15,11 @@
 mod exchange;
 
 use super::slots::Slots;
-use super::team::{run_passes_on, Net, Pass};
+use super::team::{run_passes_on, Net, Pass, NET_POLLS_BEFORE_BACKOFF};
 use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use crate::cluster::{Fault, PORT_BSP};
 use crossbeam_utils::CachePadded;
-use exchange::{Exchange, Header, Key};
-use std::collections::HashMap;
+use exchange::{Exchange, Header, Held, Key};
 use std::sync::atomic::{AtomicI64, Ordering};
 use taskbench_core::app::{App, Placement};
 use taskbench_core::kernel::new_scratch;
@@ -57,6 +56,8 @@ struct Graph {
     done: Vec<CachePadded<AtomicI64>>,
     /// `waits[w][t]`: the other local workers `w` must see finished `t-1` before starting `t`.
     waits: Vec<Vec<Vec<usize>>>,
+    /// The global worker that owns each point.
+    owner: Vec<u32>,
 }
 
 impl Graph {
@@ -93,6 +94,9 @@ impl Graph {
                 .map(|_| CachePadded::new(AtomicI64::new(0)))
                 .collect(),
             waits,
+            owner: (0..width)
+                .map(|p| place.all.worker_of(p, width) as u32)
+                .collect(),
             plan,
         }
     }
@@ -102,7 +106,7 @@ impl Graph {
 /// messages that arrived for it and reusable lists.
 struct WorkerState {
     scratch: Vec<Vec<Vec<u8>>>,
-    held: HashMap<Key, Vec<u8>>,
+    held: Held,
     /// Points of other ranks this timestep reads, ascending, and where each one's output is:
     /// (message, byte offset).
     remote: Vec<i64>,
@@ -166,7 +170,7 @@ impl System for Bsp {
                         .collect::<Vec<_>>()
                 })
                 .collect(),
-            held: HashMap::new(),
+            held: Held::default(),
             remote: Vec::new(),
             at: Vec::new(),
             sends: Vec::new(),
@@ -206,37 +210,44 @@ impl System for Bsp {
                         st.remote.clear();
                         st.at.clear();
                         for p in lo..hi {
-                            st.remote.extend(
-                                plan.deps(t, p).iter().copied().filter(|&d| {
-                                    place.local(place.all.worker_of(d, width)).is_none()
-                                }),
-                            );
+                            st.remote
+                                .extend(plan.deps(t, p).iter().copied().filter(|&d| {
+                                    place.local(i64::from(gr.owner[d as usize])).is_none()
+                                }));
                         }
                         st.remote.sort_unstable();
                         st.remote.dedup();
                         let mut i = 0;
                         while i < st.remote.len() {
-                            let src = place.all.worker_of(st.remote[i], width);
+                            let src = gr.owner[st.remote[i] as usize];
                             let j = i + st.remote[i..]
                                 .iter()
-                                .take_while(|&&d| place.all.worker_of(d, width) == src)
+                                .take_while(|&&d| gr.owner[d as usize] == src)
                                 .count();
-                            let key: Key = (pass as u32, gi as u32, t - 1, src as u32);
-                            let mut bad = None;
-                            let found = team.wait_until(|| {
-                                if let Err(e) = ex.collect(w, &mut st.held) {
-                                    bad = Some(e);
-                                    return true;
+                            let key: Key = (pass as u32, gi as u32, t - 1, src);
+                            // Polled without backoff (see `Team::wait_until`), yielding the core
+                            // once the wait is long.
+                            let mut polls = 0u32;
+                            let msg = loop {
+                                polls = polls.saturating_add(1);
+                                if polls > NET_POLLS_BEFORE_BACKOFF {
+                                    std::thread::yield_now();
                                 }
-                                st.held.contains_key(&key)
-                            });
-                            if found.is_err() {
-                                return;
-                            }
-                            if let Some(e) = bad {
-                                return team.fail_with(RunError::Runtime(e));
-                            }
-                            let msg = st.held.remove(&key).expect("waited for");
+                                match ex.poll_into(w, &mut st.held) {
+                                    Ok(true) => {}
+                                    Ok(false) => {
+                                        let _ = team.idle();
+                                        return;
+                                    }
+                                    Err(e) => return team.fail_with(RunError::Runtime(e)),
+                                }
+                                if let Some(m) = st.held.take(&key) {
+                                    break m;
+                                }
+                                if team.aborted() {
+                                    return;
+                                }
+                            };
                             let want = j - i;
                             let h = Header::decode(&msg).expect("routed messages have a header");
                             if h.count as usize != want
@@ -288,7 +299,8 @@ impl System for Bsp {
                             panic!("injected fault (TASKBENCH_FAULT)");
                         }
                         let corrupt = fault == Some(Fault::Corrupt);
-                        send_outputs(ex, st, plan, row, place, (pass, gi, t, gw, corrupt), lo..hi);
+                        let at = (pass, gi, t, gw, corrupt);
+                        send_outputs(ex, st, gr, row, place, at, lo..hi);
                     }
                 }
             }
@@ -302,18 +314,18 @@ impl System for Bsp {
 fn send_outputs(
     ex: &Exchange,
     st: &mut WorkerState,
-    plan: &Plan,
+    gr: &Graph,
     row: &Slots,
     place: Place,
     (pass, gi, t, me, corrupt): (usize, usize, i64, i64, bool),
     mine: std::ops::Range<i64>,
 ) {
-    let width = plan.graph().max_width;
+    let (plan, owner) = (&gr.plan, &gr.owner);
     let bytes = plan.graph().output_bytes_per_task;
     st.sends.clear();
     for q in mine {
         for &p in plan.rdeps(t + 1, q) {
-            let o = place.all.worker_of(p, width);
+            let o = i64::from(owner[p as usize]);
             if place.local(o).is_none() {
                 st.sends.push((o, q));
             }
@@ -326,7 +338,7 @@ fn send_outputs(
     let workers = place.all.workers;
     for group in st.sends.chunk_by(|a, b| a.0 == b.0) {
         let dest = group[0].0;
-        let mut buf = Vec::with_capacity(exchange::HEADER + group.len() * bytes);
+        let mut buf = tactor_comm::buffer(exchange::HEADER + group.len() * bytes);
         Header {
             key: (pass as u32, gi as u32, t, me as u32),
             dest: dest as u32,

@@ -1,0 +1,87 @@
+//! `commbench`: the communication micro-benchmarks of seed 002 on two ranks.
+//!
+//! A *chain* is a sequence of tasks that alternate between the two ranks: each task receives
+//! one message and sends the next, carrying a fixed payload. `K` chains run concurrently for
+//! `S` steps each. Latency rows run many steps (K = 1 … 4096 chains in flight); the message
+//! rate row is one step of many chains, a flood from rank 0 to rank 1. Every pattern runs on
+//! three implementations, alternated repetition by repetition inside one job so that they
+//! see the same machine:
+//! - `raw`: MPI directly, one pre-posted `Irecv` per chain, `Isend` per step (the floor);
+//! - `parcelport`: the MPI parcelport style that seed 002 analyses: one pre-posted any-source
+//!   receive for incoming messages, and sends kept in a request pool tested round-robin, one
+//!   request per progress call, under a try-lock;
+//! - `tactor`: `tactor-comm`'s MPI transport (active messages to a port, completion queue,
+//!   try-lock progress).
+//!
+//! ```text
+//! mpirun -np 2 commbench [--reps 7] [--out DIR]
+//! ```
+
+mod chains;
+mod parcelport;
+mod raw;
+mod report;
+mod tactor;
+
+use anyhow::{bail, Context};
+
+// The allocator Tactor's programs use (taskbench too), for every implementation alike.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use clap::Parser;
+use std::path::PathBuf;
+
+/// Micro-benchmarks of Tactor's communication layer against raw MPI and the parcelport
+/// style, on exactly two ranks (`mpirun -np 2 commbench`).
+#[derive(Parser, Debug)]
+#[command(name = "commbench", version)]
+struct Args {
+    /// Repetitions of every row and implementation (alternated); the table shows the median
+    /// and the spread (min..max).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    reps: u32,
+    /// Messages per latency row (split over its chains).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(100..))]
+    messages: u64,
+    /// Messages of the flood (message-rate row).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(100..))]
+    flood: u64,
+    /// Directory for results.csv and results.json (rank 0 writes them).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    match tactor_comm::launcher::job() {
+        Some((2, _)) => {}
+        Some((n, rank)) => {
+            if rank == 0 {
+                bail!("commbench needs exactly 2 ranks, not {n}: mpirun -np 2 commbench");
+            }
+            std::process::exit(2);
+        }
+        None => bail!("commbench needs 2 ranks: run it as `mpirun -np 2 commbench` (as root, Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)"),
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let net = tactor_comm::mpi::MpiTransport::init(1).context("starting MPI")?;
+    let rows = chains::rows(args.messages, args.flood);
+    let results = chains::measure(&net, &rows, args.reps)?;
+    if tactor_comm::Transport::rank(&net) == 0 {
+        print!("{}", report::table(&results));
+        if let Some(dir) = &args.out {
+            report::write(dir, &results)?;
+            println!("Wrote {}/results.csv and results.json", dir.display());
+        }
+    }
+    Ok(())
+}
