@@ -180,8 +180,16 @@ where
     } else {
         Vec::new()
     };
+    // `get_core_ids` gives the cores this process may use. On one of several ranks, pin only
+    // when the launcher gave this rank exactly one core per worker: otherwise every rank
+    // would pin its worker 0 to the same first core.
+    let pin_ok = if net.is_some() {
+        workers == cores.len()
+    } else {
+        workers <= cores.len()
+    };
     let pin_to = |w: usize| {
-        if workers <= cores.len() {
+        if pin_ok {
             core_affinity::set_for_current(cores[w]);
         }
     };

@@ -58,6 +58,8 @@ struct Graph {
     waits: Vec<Vec<Vec<usize>>>,
     /// The global worker that owns each point.
     owner: Vec<u32>,
+    /// Each local worker's points: `[mine[w].0, mine[w].1)`.
+    mine: Vec<(i64, i64)>,
 }
 
 impl Graph {
@@ -97,6 +99,12 @@ impl Graph {
             owner: (0..width)
                 .map(|p| place.all.worker_of(p, width) as u32)
                 .collect(),
+            mine: (0..workers)
+                .map(|w| {
+                    let gw = place.global(w);
+                    (place.all.first(gw, width), place.all.first(gw + 1, width))
+                })
+                .collect(),
             plan,
         }
     }
@@ -111,6 +119,8 @@ struct WorkerState {
     /// (message, byte offset).
     remote: Vec<i64>,
     at: Vec<(usize, usize)>,
+    /// This timestep's messages from other ranks.
+    arrived: Vec<Vec<u8>>,
     sends: Vec<(i64, i64)>,
 }
 
@@ -173,6 +183,7 @@ impl System for Bsp {
             held: Held::default(),
             remote: Vec::new(),
             at: Vec::new(),
+            arrived: Vec::new(),
             sends: Vec::new(),
         };
         let net = exchange.as_ref().map(|e| e as &dyn Net);
@@ -194,18 +205,15 @@ impl System for Bsp {
                             return;
                         }
                     }
-                    let width = g.max_width;
-                    let first = place.all.first(gw, width);
+                    let (first, end) = gr.mine[w];
                     let lo = first.max(plan.offset(t));
-                    let hi = place
-                        .all
-                        .first(gw + 1, width)
-                        .min(plan.offset(t) + plan.width(t));
+                    let hi = end.min(plan.offset(t) + plan.width(t));
                     let (row, prev) =
                         (&gr.rows[(t % 2) as usize], &gr.rows[((t + 1) % 2) as usize]);
                     // Inputs from other ranks: one message per source worker.
                     let bytes = g.output_bytes_per_task;
-                    let mut arrived: Vec<Vec<u8>> = Vec::new();
+                    let arrived = &mut st.arrived;
+                    arrived.clear();
                     if let Some(ex) = &exchange {
                         st.remote.clear();
                         st.at.clear();
