@@ -10,16 +10,18 @@
 //!
 //! On several ranks (`mpirun`), points are block-distributed over every rank's workers, the
 //! waits above cover the workers of this rank, and outputs needed on another rank travel as one
-//! message per (worker, worker, timestep) pair ([`exchange`]).
+//! message per (worker, worker, timestep) pair, all graphs together ([`ranks`], over
+//! [`exchange`]).
 
 mod exchange;
+mod ranks;
 
 use super::slots::Slots;
-use super::team::{run_passes_on, Net, Pass, NET_POLLS_BEFORE_BACKOFF};
+use super::team::{run_passes_on, Net, Pass};
 use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
-use crate::cluster::{Fault, PORT_BSP};
+use crate::cluster::Fault;
 use crossbeam_utils::CachePadded;
-use exchange::{Exchange, Header, Held, Key};
+use exchange::{Exchange, Held};
 use std::sync::atomic::{AtomicI64, Ordering};
 use taskbench_core::app::{App, Placement};
 use taskbench_core::kernel::new_scratch;
@@ -111,17 +113,21 @@ impl Graph {
 }
 
 /// A worker's private state: scratch per owned point per graph and, on several ranks, the
-/// messages that arrived for it and reusable lists.
+/// messages that arrived for it and reusable lists ([`ranks`]).
 struct WorkerState {
     scratch: Vec<Vec<Vec<u8>>>,
     held: Held,
-    /// Points of other ranks this timestep reads, ascending, and where each one's output is:
-    /// (message, byte offset).
-    remote: Vec<i64>,
-    at: Vec<(usize, usize)>,
-    /// This timestep's messages from other ranks.
+    /// Per graph: the points of other ranks this timestep reads, ascending, and where each
+    /// one's output is (message, byte offset).
+    remote: Vec<Vec<i64>>,
+    at: Vec<Vec<(usize, usize)>>,
+    /// The source workers of this timestep's messages, ascending; `arrived[m]` came from
+    /// `sources[m]`, and `ends[m]` is its expected (length, output count).
+    sources: Vec<u32>,
+    ends: Vec<(usize, u32)>,
     arrived: Vec<Vec<u8>>,
-    sends: Vec<(i64, i64)>,
+    /// (destination worker, graph, point) of the outputs to send.
+    sends: Vec<(i64, usize, i64)>,
 }
 
 impl System for Bsp {
@@ -181,15 +187,21 @@ impl System for Bsp {
                 })
                 .collect(),
             held: Held::default(),
-            remote: Vec::new(),
-            at: Vec::new(),
+            remote: vec![Vec::new(); graphs.len()],
+            at: vec![Vec::new(); graphs.len()],
+            sources: Vec::new(),
+            ends: Vec::new(),
             arrived: Vec::new(),
             sends: Vec::new(),
         };
         let net = exchange.as_ref().map(|e| e as &dyn Net);
         let times = run_passes_on(net, n, 2, cfg.pin, init, |st, w, pass, team| {
-            let gw = place.global(w);
             for t in 0..steps {
+                if let Some(ex) = &exchange {
+                    if ranks::gather(ex, st, &graphs, place, (pass, t, w), team).is_err() {
+                        return;
+                    }
+                }
                 for (gi, gr) in graphs.iter().enumerate() {
                     let plan = &gr.plan;
                     let g = plan.graph();
@@ -205,78 +217,12 @@ impl System for Bsp {
                             return;
                         }
                     }
-                    let (first, end) = gr.mine[w];
-                    let lo = first.max(plan.offset(t));
-                    let hi = end.min(plan.offset(t) + plan.width(t));
                     let (row, prev) =
                         (&gr.rows[(t % 2) as usize], &gr.rows[((t + 1) % 2) as usize]);
-                    // Inputs from other ranks: one message per source worker.
                     let bytes = g.output_bytes_per_task;
-                    let arrived = &mut st.arrived;
-                    arrived.clear();
-                    if let Some(ex) = &exchange {
-                        st.remote.clear();
-                        st.at.clear();
-                        for p in lo..hi {
-                            st.remote
-                                .extend(plan.deps(t, p).iter().copied().filter(|&d| {
-                                    place.local(i64::from(gr.owner[d as usize])).is_none()
-                                }));
-                        }
-                        st.remote.sort_unstable();
-                        st.remote.dedup();
-                        let mut i = 0;
-                        while i < st.remote.len() {
-                            let src = gr.owner[st.remote[i] as usize];
-                            let j = i + st.remote[i..]
-                                .iter()
-                                .take_while(|&&d| gr.owner[d as usize] == src)
-                                .count();
-                            let key: Key = (pass as u32, gi as u32, t - 1, src);
-                            // Polled without backoff (see `Team::wait_until`), yielding the core
-                            // once the wait is long.
-                            let mut polls = 0u32;
-                            let msg = loop {
-                                polls = polls.saturating_add(1);
-                                if polls > NET_POLLS_BEFORE_BACKOFF {
-                                    std::thread::yield_now();
-                                }
-                                match ex.poll_into(w, &mut st.held) {
-                                    Ok(true) => {}
-                                    Ok(false) => {
-                                        let _ = team.idle();
-                                        return;
-                                    }
-                                    Err(e) => return team.fail_with(RunError::Runtime(e)),
-                                }
-                                if let Some(m) = st.held.take(&key) {
-                                    break m;
-                                }
-                                if team.aborted() {
-                                    return;
-                                }
-                            };
-                            let want = j - i;
-                            let h = Header::decode(&msg).expect("routed messages have a header");
-                            if h.count as usize != want
-                                || msg.len() != exchange::HEADER + want * bytes
-                            {
-                                return team.fail_with(RunError::Runtime(format!(
-                                    "bsp: worker {gw} expected {want} outputs of timestep {} of graph {gi} from worker {src}, got a message with {} ({} bytes)",
-                                    t - 1, h.count, msg.len()
-                                )));
-                            }
-                            // The k-th remote input (in point order, so in source order) sits
-                            // in its source's message at its rank among that source's points.
-                            st.at.extend(
-                                (0..want).map(|k| (arrived.len(), exchange::HEADER + k * bytes)),
-                            );
-                            arrived.push(msg);
-                            i = j;
-                        }
-                    }
-                    let (remote, at) = (&st.remote, &st.at);
-                    for p in lo..hi {
+                    let (remote, at, arrived) = (&st.remote[gi], &st.at[gi], &st.arrived);
+                    let first = gr.mine[w].0;
+                    for p in ranks::active(gr, w, t) {
                         // SAFETY: only this worker (the owner of `p`) writes slot `p`; the readers
                         // of its previous contents (consumers at `t-1` of `(t-2, p)`) on this rank
                         // were waited for above (readers on other ranks got copies), and readers
@@ -301,67 +247,17 @@ impl System for Bsp {
                         }
                     }
                     gr.done[w].store(base + t + 1, Ordering::Release);
-                    if let Some(ex) = &exchange {
-                        let fault = fault.filter(|_| pass == 1 && t == 1 && w == 0);
-                        if fault == Some(Fault::Panic) {
-                            panic!("injected fault (TASKBENCH_FAULT)");
-                        }
-                        let corrupt = fault == Some(Fault::Corrupt);
-                        let at = (pass, gi, t, gw, corrupt);
-                        send_outputs(ex, st, gr, row, place, at, lo..hi);
+                }
+                if let Some(ex) = &exchange {
+                    let fault = fault.filter(|_| pass == 1 && t == 1 && w == 0);
+                    if fault == Some(Fault::Panic) {
+                        panic!("injected fault (TASKBENCH_FAULT)");
                     }
+                    let corrupt = fault == Some(Fault::Corrupt);
+                    ranks::scatter(ex, st, &graphs, place, (pass, t, w), corrupt);
                 }
             }
         })?;
         Ok(times[1])
-    }
-}
-
-/// Sends the outputs of timestep `t` that workers on other ranks read at `t+1`: one message per
-/// destination worker, outputs in point order, on the channel of the destination's local index.
-fn send_outputs(
-    ex: &Exchange,
-    st: &mut WorkerState,
-    gr: &Graph,
-    row: &Slots,
-    place: Place,
-    (pass, gi, t, me, corrupt): (usize, usize, i64, i64, bool),
-    mine: std::ops::Range<i64>,
-) {
-    let (plan, owner) = (&gr.plan, &gr.owner);
-    let bytes = plan.graph().output_bytes_per_task;
-    st.sends.clear();
-    for q in mine {
-        for &p in plan.rdeps(t + 1, q) {
-            let o = i64::from(owner[p as usize]);
-            if place.local(o).is_none() {
-                st.sends.push((o, q));
-            }
-        }
-    }
-    st.sends.sort_unstable();
-    st.sends.dedup();
-    let cluster = ex.cluster();
-    let channels = cluster.channels();
-    let workers = place.all.workers;
-    for group in st.sends.chunk_by(|a, b| a.0 == b.0) {
-        let dest = group[0].0;
-        let mut buf = tactor_comm::buffer(exchange::HEADER + group.len() * bytes);
-        Header {
-            key: (pass as u32, gi as u32, t, me as u32),
-            dest: dest as u32,
-            count: group.len() as u32,
-        }
-        .encode(&mut buf);
-        for &(_, q) in group {
-            // SAFETY: this worker wrote slot `q` in this timestep and is its only writer; it
-            // writes it again only at `t+2`, after this call returns.
-            buf.extend_from_slice(unsafe { row.read(q as usize) });
-        }
-        if corrupt {
-            buf[exchange::HEADER] ^= 1;
-        }
-        let channel = (dest % workers) as usize % channels;
-        cluster.send(channel, (dest / workers) as usize, PORT_BSP, buf);
     }
 }

@@ -1,0 +1,191 @@
+//! `bsp`'s timestep on several ranks: before timestep `t`, a worker gathers one message from
+//! each worker on another rank that owns an input of any graph at `t`; after `t`, it scatters
+//! one message to each worker on another rank that reads any of its outputs at `t + 1`. All
+//! graphs of an `-and` travel together, so a timestep costs one exchange per pair of workers
+//! however many graphs run, as in one process.
+//!
+//! A message carries, graph by graph in order and point by point ascending, the outputs its
+//! receiver reads; both ends derive that list from the graph (dependencies on one side,
+//! reverse dependencies on the other), and the receiver checks the count and size before
+//! Task Bench's validation checks every output.
+
+use super::exchange::{self, Exchange, Header, Key};
+use super::{Graph, Place, WorkerState};
+use crate::cluster::PORT_BSP;
+use crate::systems::team::{Team, NET_POLLS_BEFORE_BACKOFF};
+use crate::systems::RunError;
+
+/// The points of `gr` local worker `w` computes at `t`.
+pub fn active(gr: &Graph, w: usize, t: i64) -> std::ops::Range<i64> {
+    let (first, end) = gr.mine[w];
+    let plan = &gr.plan;
+    if t >= plan.graph().timesteps {
+        return 0..0;
+    }
+    first.max(plan.offset(t))..end.min(plan.offset(t) + plan.width(t))
+}
+
+/// Gathers the inputs of timestep `t` that come from other ranks into `st` (`remote`, `at`,
+/// `arrived`). `Err` when the run stops (the team knows why).
+pub fn gather(
+    ex: &Exchange,
+    st: &mut WorkerState,
+    graphs: &[Graph],
+    place: Place,
+    (pass, t, w): (usize, i64, usize),
+    team: &Team,
+) -> Result<(), ()> {
+    st.arrived.clear();
+    st.sources.clear();
+    for (gi, gr) in graphs.iter().enumerate() {
+        let remote = &mut st.remote[gi];
+        remote.clear();
+        for p in active(gr, w, t) {
+            remote.extend(
+                gr.plan
+                    .deps(t, p)
+                    .iter()
+                    .copied()
+                    .filter(|&d| place.local(i64::from(gr.owner[d as usize])).is_none()),
+            );
+        }
+        remote.sort_unstable();
+        remote.dedup();
+        st.sources
+            .extend(remote.iter().map(|&d| gr.owner[d as usize]));
+    }
+    if st.sources.is_empty() {
+        return Ok(());
+    }
+    st.sources.sort_unstable();
+    st.sources.dedup();
+    // Where each remote input sits: graph by graph, point by point, in its source's message.
+    st.ends.clear();
+    st.ends.resize(st.sources.len(), (exchange::HEADER, 0));
+    for (gi, gr) in graphs.iter().enumerate() {
+        let bytes = gr.plan.graph().output_bytes_per_task;
+        let at = &mut st.at[gi];
+        at.clear();
+        for &d in &st.remote[gi] {
+            let m = st
+                .sources
+                .binary_search(&gr.owner[d as usize])
+                .expect("every source is listed");
+            let (end, count) = &mut st.ends[m];
+            at.push((m, *end));
+            *end += bytes;
+            *count += 1;
+        }
+    }
+    for m in 0..st.sources.len() {
+        let src = st.sources[m];
+        let key: Key = (pass as u32, 0, t - 1, src);
+        let msg = wait(ex, &mut st.held, w, &key, team)?;
+        let (end, count) = st.ends[m];
+        let h = Header::decode(&msg).expect("routed messages have a header");
+        if h.count != count || msg.len() != end {
+            team.fail_with(RunError::Runtime(format!(
+                "bsp: worker {} expected {count} outputs of timestep {} from worker {src} ({end} bytes), got a message with {} ({} bytes)",
+                place.global(w),
+                t - 1,
+                h.count,
+                msg.len()
+            )));
+            return Err(());
+        }
+        st.arrived.push(msg);
+    }
+    Ok(())
+}
+
+/// Waits for the message `key`, polling the network (without backoff until the wait is long:
+/// see `Team::wait_until`).
+fn wait(
+    ex: &Exchange,
+    held: &mut exchange::Held,
+    w: usize,
+    key: &Key,
+    team: &Team,
+) -> Result<Vec<u8>, ()> {
+    let mut polls = 0u32;
+    loop {
+        if let Some(m) = held.take(key) {
+            return Ok(m);
+        }
+        polls = polls.saturating_add(1);
+        if polls > NET_POLLS_BEFORE_BACKOFF {
+            std::thread::yield_now();
+        }
+        match ex.poll_into(w, held) {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = team.idle();
+                return Err(());
+            }
+            Err(e) => {
+                team.fail_with(RunError::Runtime(e));
+                return Err(());
+            }
+        }
+        if team.aborted() {
+            return Err(());
+        }
+    }
+}
+
+/// Sends the outputs of timestep `t` that workers on other ranks read at `t + 1`: one message
+/// per destination worker, on the channel of the destination's local index. With `corrupt`,
+/// one byte of the first output sent is flipped (an injected fault).
+pub fn scatter(
+    ex: &Exchange,
+    st: &mut WorkerState,
+    graphs: &[Graph],
+    place: Place,
+    (pass, t, w): (usize, i64, usize),
+    corrupt: bool,
+) {
+    st.sends.clear();
+    for (gi, gr) in graphs.iter().enumerate() {
+        for q in active(gr, w, t) {
+            for &p in gr.plan.rdeps(t + 1, q) {
+                let o = i64::from(gr.owner[p as usize]);
+                if place.local(o).is_none() {
+                    st.sends.push((o, gi, q));
+                }
+            }
+        }
+    }
+    if st.sends.is_empty() {
+        return;
+    }
+    st.sends.sort_unstable();
+    st.sends.dedup();
+    let cluster = ex.cluster();
+    let (channels, workers) = (cluster.channels(), place.all.workers);
+    let me = place.global(w) as u32;
+    for group in st.sends.chunk_by(|a, b| a.0 == b.0) {
+        let dest = group[0].0;
+        let bytes: usize = group
+            .iter()
+            .map(|&(_, gi, _)| graphs[gi].plan.graph().output_bytes_per_task)
+            .sum();
+        let mut buf = tactor_comm::buffer(exchange::HEADER + bytes);
+        Header {
+            key: (pass as u32, 0, t, me),
+            dest: dest as u32,
+            count: group.len() as u32,
+        }
+        .encode(&mut buf);
+        for &(_, gi, q) in group {
+            let row = &graphs[gi].rows[(t % 2) as usize];
+            // SAFETY: this worker wrote slot `q` of this row in timestep `t` and is its only
+            // writer; it writes it again only at `t + 2`, after this call returns.
+            buf.extend_from_slice(unsafe { row.read(q as usize) });
+        }
+        if corrupt {
+            buf[exchange::HEADER] ^= 1;
+        }
+        let channel = (dest % workers) as usize % channels;
+        cluster.send(channel, (dest / workers) as usize, PORT_BSP, buf);
+    }
+}
