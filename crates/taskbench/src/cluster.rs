@@ -70,6 +70,15 @@ pub fn launcher_rank() -> Option<usize> {
         .map(|(_, r)| r)
 }
 
+/// Ranks of this job on this machine, as the launcher announces them (1 on its own).
+pub fn local_ranks() -> usize {
+    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
 impl Cluster {
     /// Joins the job this process was launched into, with a channel per worker (at most
     /// four). `Ok(None)` when the process runs on its own or as the only rank.

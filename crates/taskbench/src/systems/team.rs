@@ -35,6 +35,11 @@ pub struct Team<'n> {
     abort: AtomicBool,
     error: Mutex<Option<RunError>>,
     net: Option<&'n dyn Net>,
+    /// More workers (of all ranks on this machine) than cores: a waiter yields its core at
+    /// once instead of spinning first (the worker it waits for may be the one it keeps off
+    /// the core). Measured, stencil width 8, `-iter 64`, 2 cores: `-worker 4` 10 → 5.4 ms,
+    /// `-worker 8` 20 → 8 ms (`-worker 2`: 1.1–1.5 ms).
+    crowded: bool,
     arrived: CachePadded<AtomicUsize>,
     generation: CachePadded<AtomicUsize>,
     size: usize,
@@ -54,6 +59,8 @@ impl<'n> Team<'n> {
             abort: AtomicBool::new(false),
             error: Mutex::new(None),
             net,
+            crowded: size.saturating_mul(crate::cluster::local_ranks())
+                > crate::systems::default_workers(),
             arrived: CachePadded::new(AtomicUsize::new(0)),
             generation: CachePadded::new(AtomicUsize::new(0)),
             size,
@@ -107,11 +114,15 @@ impl<'n> Team<'n> {
                 // once the wait is long, which is when the machine is oversubscribed and the
                 // sender needs this core.
                 polls += 1;
-                if polls < NET_POLLS_BEFORE_BACKOFF {
+                if polls < NET_POLLS_BEFORE_BACKOFF && !self.crowded {
                     continue;
                 }
             }
-            backoff.snooze();
+            if self.crowded {
+                std::thread::yield_now();
+            } else {
+                backoff.snooze();
+            }
         }
         Ok(())
     }
