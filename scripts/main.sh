@@ -9,9 +9,11 @@ source scripts/setup.sh
 if ! ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq fonts-dejavu-core) >/dev/null 2>&1 || echo "warning: could not install fonts-dejavu-core; plots will be skipped" >&2
 fi
-cargo build --release --locked -p taskbench
+cargo build --release --locked -p taskbench -p commbench
 cores=$(nproc)
 # Three whole sweeps: the table gives each system's median METG and its range over them,
-# and flags sizes measured under noise (see README, "METG on a noisy machine").
-./target/release/taskbench metg --runs 3 --out results/metg "$@" \
+# and flags sizes measured under noise (see README, "METG on a noisy machine"). `bsp@2` is
+# bsp on 2 MPI ranks (cores/2 workers each), so the cost of the process boundary shows.
+./target/release/taskbench metg --runs 3 --ranks 2 --launcher 'mpirun --oversubscribe -np {R}' \
+  --out results/metg "$@" \
   -steps 1000 -width "$cores" -type stencil_1d -kernel compute_bound

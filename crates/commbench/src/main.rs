@@ -18,6 +18,7 @@
 //! ```
 
 mod chains;
+mod direct;
 mod parcelport;
 mod raw;
 mod report;

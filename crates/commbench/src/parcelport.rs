@@ -3,13 +3,11 @@
 //! round-robin, one request per call, under a try-lock.
 
 use crate::chains::Endpoint;
+use crate::direct::{bytes, cancel, isend, null, own_comm, MAX_BYTES};
 use mpi::ffi;
-use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::AsRaw;
+use mpi::topology::SimpleCommunicator;
 use std::os::raw::c_int;
 use std::sync::Mutex;
-
-const MAX_BYTES: usize = 16 * 1024;
 
 struct Pool {
     reqs: Vec<ffi::MPI_Request>,
@@ -26,25 +24,14 @@ pub struct Parcelport {
     pool: Mutex<Pool>,
 }
 
-fn null() -> ffi::MPI_Request {
-    // SAFETY: a constant initialised by the MPI library at load time.
-    unsafe { ffi::RSMPI_REQUEST_NULL }
-}
-
-fn bytes() -> ffi::MPI_Datatype {
-    // SAFETY: a constant initialised by the MPI library at load time.
-    unsafe { ffi::RSMPI_UINT8_T }
-}
-
 impl Parcelport {
     /// Called on the main thread while no other thread uses MPI.
     pub fn new(rank: usize) -> Parcelport {
-        let dup = SimpleCommunicator::world().duplicate();
-        let comm = dup.as_raw();
+        let (dup, comm, peer) = own_comm(rank);
         let mut p = Parcelport {
             _comm: dup,
             comm,
-            peer: (1 - rank) as c_int,
+            peer,
             buf: vec![0u8; MAX_BYTES],
             recv: null(),
             pool: Mutex::new(Pool {
@@ -80,20 +67,8 @@ impl Endpoint for Parcelport {
 
     fn send(&mut self, payload: &[u8]) {
         let buf = payload.to_vec();
-        let mut req = null();
-        // SAFETY: `buf` moves into the pool with its request and stays there until the
-        // request completed.
-        unsafe {
-            ffi::MPI_Isend(
-                buf.as_ptr().cast(),
-                buf.len() as c_int,
-                bytes(),
-                self.peer,
-                0,
-                self.comm,
-                &mut req,
-            )
-        };
+        // `buf` is kept beside its request until the request completed.
+        let req = isend(self.comm, self.peer, &buf);
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         pool.reqs.push(req);
         pool.bufs.push(buf);
@@ -142,10 +117,6 @@ impl Endpoint for Parcelport {
 impl Drop for Parcelport {
     fn drop(&mut self) {
         self.finish();
-        // SAFETY: the posted receive is live; cancelling and waiting completes it.
-        unsafe {
-            ffi::MPI_Cancel(&mut self.recv);
-            ffi::MPI_Wait(&mut self.recv, ffi::RSMPI_STATUS_IGNORE);
-        }
+        cancel(&mut self.recv);
     }
 }

@@ -3,14 +3,13 @@
 //! message.
 
 use crate::chains::Endpoint;
+use crate::direct::{bytes, cancel, isend, null, own_comm, MAX_BYTES};
 use mpi::ffi;
-use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::AsRaw;
+use mpi::topology::SimpleCommunicator;
 use std::os::raw::c_int;
 
 /// Receives kept posted.
 const WINDOW: usize = 256;
-const MAX_BYTES: usize = 16 * 1024;
 
 pub struct Raw {
     _comm: SimpleCommunicator,
@@ -26,26 +25,15 @@ pub struct Raw {
     statuses: Vec<ffi::MPI_Status>,
 }
 
-fn null() -> ffi::MPI_Request {
-    // SAFETY: a constant initialised by the MPI library at load time.
-    unsafe { ffi::RSMPI_REQUEST_NULL }
-}
-
-fn bytes() -> ffi::MPI_Datatype {
-    // SAFETY: a constant initialised by the MPI library at load time.
-    unsafe { ffi::RSMPI_UINT8_T }
-}
-
 impl Raw {
     /// Called on the main thread while no other thread uses MPI (the benchmark is
     /// single-threaded).
     pub fn new(rank: usize) -> Raw {
-        let dup = SimpleCommunicator::world().duplicate();
-        let comm = dup.as_raw();
+        let (dup, comm, peer) = own_comm(rank);
         let mut r = Raw {
             _comm: dup,
             comm,
-            peer: (1 - rank) as c_int,
+            peer,
             bufs: vec![vec![0u8; MAX_BYTES]; WINDOW],
             recvs: vec![null(); WINDOW],
             posted: WINDOW,
@@ -125,20 +113,8 @@ impl Endpoint for Raw {
 
     fn send(&mut self, payload: &[u8]) {
         let buf = payload.to_vec();
-        let mut req = null();
-        // SAFETY: `buf` is kept in `send_bufs` until the request completed (its heap block
-        // stays put); the payload is at most 16 KiB.
-        unsafe {
-            ffi::MPI_Isend(
-                buf.as_ptr().cast(),
-                buf.len() as c_int,
-                bytes(),
-                self.peer,
-                0,
-                self.comm,
-                &mut req,
-            )
-        };
+        // `buf` is kept beside its request until the request completed.
+        let req = isend(self.comm, self.peer, &buf);
         self.sends.push(req);
         self.send_bufs.push(buf);
         if self.sends.len() >= WINDOW {
@@ -185,13 +161,7 @@ impl Endpoint for Raw {
 
 impl Raw {
     fn cancel(&mut self) {
-        for r in &mut self.recvs[..self.posted] {
-            // SAFETY: each posted receive is live; cancelling and waiting completes it.
-            unsafe {
-                ffi::MPI_Cancel(r);
-                ffi::MPI_Wait(r, ffi::RSMPI_STATUS_IGNORE);
-            }
-        }
+        self.recvs[..self.posted].iter_mut().for_each(cancel);
     }
 }
 
