@@ -46,6 +46,17 @@ pub struct Team<'n> {
     executed: Vec<AtomicU64>,
 }
 
+/// The machine's online cores: not this process's affinity, which a launcher narrows to one
+/// rank's share (two ranks bound to a core each are not crowded).
+fn machine_cores() -> usize {
+    // SAFETY: sysconf only reads a system parameter.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or_else(crate::systems::default_workers)
+}
+
 /// Network polls a waiting worker makes before it starts backing off.
 pub const NET_POLLS_BEFORE_BACKOFF: u32 = 1024;
 
@@ -59,8 +70,7 @@ impl<'n> Team<'n> {
             abort: AtomicBool::new(false),
             error: Mutex::new(None),
             net,
-            crowded: size.saturating_mul(crate::cluster::local_ranks())
-                > crate::systems::default_workers(),
+            crowded: size.saturating_mul(crate::cluster::local_ranks()) > machine_cores(),
             arrived: CachePadded::new(AtomicUsize::new(0)),
             generation: CachePadded::new(AtomicUsize::new(0)),
             size,
