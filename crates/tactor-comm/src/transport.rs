@@ -38,6 +38,12 @@ pub trait Transport: Send + Sync {
     /// receiver gets a [`Completion::Received`] in its queue of the same channel. A rank may
     /// send to itself. Messages between two ranks on one channel that fit
     /// [`crate::INLINE_LIMIT`] arrive in the order they were sent; larger ones may overtake.
+    ///
+    /// Progress is explicit: a send that finds the network busy waits in its channel's queue
+    /// until the next [`Transport::progress`] of that channel (by any thread), and a large
+    /// payload moves only while its sender's and receiver's channels are progressed. A program
+    /// therefore progresses the channels it uses whenever it waits, as every wait in Tactor
+    /// does.
     fn send(
         &self,
         channel: usize,
