@@ -113,7 +113,9 @@ fn help() -> String {
          System flags:\n\
          \x20 -system NAME    the system to run (default {DEFAULT_SYSTEM}; see --list)\n\
          \x20 -worker N       worker threads (default: the number of cores, {})\n\
-         \x20 -no-pin         do not pin workers to cores\n",
+         \x20 -no-pin         do not pin workers to cores\n\n\
+         On several ranks (systems that say so in --list): mpirun -np R taskbench -system bsp -worker W ...\n\
+         points are block-distributed over the R x W workers; rank 0 prints the report.\n",
         types.join(", "),
         kernels.join(", "),
         systems::default_workers()

@@ -136,7 +136,7 @@ impl System for Bsp {
     }
 
     fn about(&self) -> &'static str {
-        "one thread per worker, block-distributed points, per-timestep exchange with neighbours (like mpi/nonblock)"
+        "one thread per worker, block-distributed points, per-timestep exchange with neighbours (like mpi/nonblock); runs on several ranks"
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
