@@ -20,8 +20,8 @@ pub struct Stopped;
 /// A network backend: ranks, channels, active-message sends, progress and completion queues,
 /// and the few collectives a job needs around its timed work.
 ///
-/// Every method may be called from any thread at any time, concurrently (the MPI backend asks
-/// for `MPI_THREAD_MULTIPLE`). Nothing blocks on the network except the collectives, which
+/// Every method may be called from any thread at any time, concurrently (the MPI backend
+/// serialises its MPI calls under one try-lock). Nothing blocks on the network except the collectives, which
 /// call the caller's `idle` function while they wait, so the caller keeps progressing its
 /// channels (and can give up) during them.
 pub trait Transport: Send + Sync {

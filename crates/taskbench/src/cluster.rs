@@ -65,9 +65,12 @@ static CURRENT: OnceLock<Weak<Cluster>> = OnceLock::new();
 /// The rank the launcher gave this process, or `None` on its own (read from the environment,
 /// so that it is known before MPI starts).
 pub fn launcher_rank() -> Option<usize> {
-    tactor_comm::launcher::job()
-        .filter(|&(size, _)| size > 1)
-        .map(|(_, r)| r)
+    several_ranks().map(|(_, r)| r)
+}
+
+/// (ranks, this rank) when a launcher started this process as one of several ranks.
+fn several_ranks() -> Option<(usize, usize)> {
+    tactor_comm::launcher::job().filter(|&(size, _)| size > 1)
 }
 
 /// Ranks of this job on this machine, as the launcher announces them (1 on its own).
@@ -83,7 +86,7 @@ impl Cluster {
     /// Joins the job this process was launched into, with a channel per worker (at most
     /// four). `Ok(None)` when the process runs on its own or as the only rank.
     pub fn join(workers: usize) -> Result<Option<Arc<Cluster>>, String> {
-        let Some((size, _)) = tactor_comm::launcher::job().filter(|&(size, _)| size > 1) else {
+        let Some((size, _)) = several_ranks() else {
             return Ok(None);
         };
         let net = start(workers.clamp(1, MAX_CHANNELS), size)?;

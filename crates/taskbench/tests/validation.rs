@@ -114,7 +114,7 @@ fn corrupted_scratch_fails() {
 fn a_system_that_reads_stale_outputs_is_stopped() {
     let p = plan("-steps 5 -width 3 -type stencil_1d");
     let init = |_| (vec![vec![0u8; 16]; 3], vec![vec![0u8; 16]; 3]);
-    let err = run_passes(1, 1, false, init, |rows, _, _, team: &Team| {
+    let err = run_passes(None, 1, 1, false, init, |rows, _, _, team: &Team| {
         let (prev, cur) = rows;
         for t in 0..5 {
             for q in 0..3 {

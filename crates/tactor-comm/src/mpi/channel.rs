@@ -59,15 +59,6 @@ struct Outgoing {
     token: Option<u64>,
 }
 
-enum Pending {
-    /// A payload transfer being received for a header that arrived.
-    Body {
-        buf: Vec<u8>,
-        source: usize,
-        port: u16,
-    },
-}
-
 struct Posted {
     buf: Box<[u8]>,
     req: ffi::MPI_Request,
@@ -86,7 +77,7 @@ struct State {
     /// Payload receives in flight and what each one holds (parallel vectors, for
     /// `MPI_Testsome`).
     reqs: Vec<ffi::MPI_Request>,
-    pending: Vec<Pending>,
+    bodies: Vec<Message>,
     indices: Vec<c_int>,
     /// Calls since sends and payloads were last tested.
     deferred: u32,
@@ -145,7 +136,7 @@ impl Channel {
                 head: 0,
                 sends: VecDeque::new(),
                 reqs: Vec::new(),
-                pending: Vec::new(),
+                bodies: Vec::new(),
                 indices: Vec::new(),
                 deferred: 0,
             }),
@@ -339,7 +330,7 @@ impl Channel {
                     let mut buf = vec![0u8; len as usize];
                     // SAFETY: a constant initialised by the MPI library at load time.
                     let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-                    // SAFETY: `buf` moves into `pending` with the request and stays there until
+                    // SAFETY: `buf` moves into `bodies` with the request and stays there until
                     // it completes; `len` came from a u32 the sender checked against `c_int`.
                     let rc = unsafe {
                         ffi::MPI_Irecv(
@@ -355,7 +346,11 @@ impl Channel {
                     check(rc, "MPI_Irecv");
                     self.in_flight.fetch_add(1, Ordering::Relaxed);
                     st.reqs.push(req);
-                    st.pending.push(Pending::Body { buf, source, port });
+                    st.bodies.push(Message {
+                        source,
+                        port,
+                        data: buf,
+                    });
                 }
                 _ => panic!("rank {source} sent a message this layer cannot read ({n} bytes)"),
             }
@@ -372,7 +367,7 @@ impl Channel {
         st.indices.resize(st.reqs.len(), 0);
         let mut done: c_int = 0;
         // SAFETY: `reqs` holds live requests (completed ones are removed below, so none is
-        // null) whose buffers are kept in `pending`; `indices` has room for every request.
+        // null) whose buffers are kept in `bodies`; `indices` has room for every request.
         let rc = unsafe {
             ffi::MPI_Testsome(
                 st.reqs.len() as c_int,
@@ -395,15 +390,7 @@ impl Channel {
         for i in finished {
             st.reqs.swap_remove(i);
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            match st.pending.swap_remove(i) {
-                Pending::Body { buf, source, port } => {
-                    self.cq.push(Completion::Received(Message {
-                        source,
-                        port,
-                        data: buf,
-                    }));
-                }
-            }
+            self.cq.push(Completion::Received(st.bodies.swap_remove(i)));
         }
         true
     }
@@ -419,8 +406,8 @@ impl Channel {
         }
         let lib = self.lib.lock().unwrap_or_else(|p| p.into_inner());
         let st = self.state(&lib);
-        if !st.pending.is_empty() || !st.sends.is_empty() {
-            std::mem::forget(std::mem::take(&mut st.pending));
+        if !st.bodies.is_empty() || !st.sends.is_empty() {
+            std::mem::forget(std::mem::take(&mut st.bodies));
             std::mem::forget(std::mem::take(&mut st.sends));
         }
         for p in &mut st.posted {

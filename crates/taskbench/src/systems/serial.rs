@@ -48,7 +48,7 @@ impl System for Serial {
                 })
                 .collect::<Vec<_>>()
         };
-        let times = run_passes(1, 2, cfg.pin, init, |states, _, _, team| {
+        let times = run_passes(None, 1, 2, cfg.pin, init, |states, _, _, team| {
             for (plan, st) in plans.iter().zip(states.iter_mut()) {
                 for t in 0..plan.graph().timesteps {
                     for p in plan.offset(t)..plan.offset(t) + plan.width(t) {

@@ -166,24 +166,11 @@ impl<'n> Team<'n> {
 /// first pass. `body(state, worker, pass, team)` runs one worker's share of one pass; it reports
 /// a failed task with [`Team::fail`] and returns, and every other worker's waits then return
 /// [`Aborted`]. With `pin`, worker `w` is pinned to core `w` where the OS allows it.
-pub fn run_passes<S, I, B>(
-    workers: usize,
-    passes: usize,
-    pin: bool,
-    init: I,
-    body: B,
-) -> Result<Vec<Pass>, RunError>
-where
-    I: Fn(usize) -> S + Sync,
-    B: Fn(&mut S, usize, usize, &Team) + Sync,
-{
-    run_passes_on(None, workers, passes, pin, init, body)
-}
-
-/// [`run_passes`] on one rank of several: every wait progresses `net`, and before each pass
+///
+/// On one rank of several, `net` is given: every wait progresses it, and before each pass
 /// worker 0 joins a barrier over ranks (between two team barriers), so every rank starts each
 /// pass together, as the reference MPI programs do with `MPI_Barrier`.
-pub fn run_passes_on<S, I, B>(
+pub fn run_passes<S, I, B>(
     net: Option<&dyn Net>,
     workers: usize,
     passes: usize,
@@ -284,6 +271,7 @@ mod tests {
     fn every_worker_runs_every_pass_between_barriers() {
         let count = AtomicU64::new(0);
         let times = run_passes(
+            None,
             3,
             4,
             false,
@@ -300,6 +288,7 @@ mod tests {
     #[test]
     fn a_failure_stops_every_worker() {
         let err = run_passes(
+            None,
             3,
             2,
             false,

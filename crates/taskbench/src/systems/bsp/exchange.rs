@@ -8,11 +8,12 @@ use crate::systems::team::Net;
 use crossbeam_queue::SegQueue;
 use tactor_comm::Message;
 
-/// Bytes before the outputs: pass, graph, timestep, source worker, destination worker, count.
-pub const HEADER: usize = 32;
+/// Bytes before the outputs: pass, source worker, timestep, destination worker, count.
+pub const HEADER: usize = 24;
 
-/// Which message a worker waits for: (pass, graph, timestep of the outputs, source worker).
-pub type Key = (u32, u32, i64, u32);
+/// Which message a worker waits for: (pass, timestep of the outputs, source worker). One
+/// message carries every graph's outputs of that timestep ([`super::ranks`]).
+pub type Key = (u32, i64, u32);
 
 /// A message's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,23 +27,21 @@ pub struct Header {
 
 impl Header {
     pub fn encode(&self, buf: &mut Vec<u8>) {
-        let (pass, graph, t, src) = self.key;
+        let (pass, t, src) = self.key;
         buf.extend_from_slice(&pass.to_le_bytes());
-        buf.extend_from_slice(&graph.to_le_bytes());
-        buf.extend_from_slice(&t.to_le_bytes());
         buf.extend_from_slice(&src.to_le_bytes());
+        buf.extend_from_slice(&t.to_le_bytes());
         buf.extend_from_slice(&self.dest.to_le_bytes());
         buf.extend_from_slice(&self.count.to_le_bytes());
-        buf.extend_from_slice(&[0; 4]);
     }
 
     pub fn decode(b: &[u8]) -> Option<Header> {
         let u32_at = |i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
         let t = i64::from_le_bytes(b.get(8..16)?.try_into().ok()?);
         Some(Header {
-            key: (u32_at(0)?, u32_at(4)?, t, u32_at(16)?),
-            dest: u32_at(20)?,
-            count: u32_at(24)?,
+            key: (u32_at(0)?, t, u32_at(4)?),
+            dest: u32_at(16)?,
+            count: u32_at(20)?,
         })
     }
 }
@@ -52,7 +51,7 @@ impl Header {
 pub struct Exchange<'c> {
     cluster: &'c Cluster,
     first_worker: usize,
-    inboxes: Vec<SegQueue<Message>>,
+    inboxes: Vec<SegQueue<(Header, Vec<u8>)>>,
 }
 
 impl<'c> Exchange<'c> {
@@ -68,13 +67,18 @@ impl<'c> Exchange<'c> {
         self.cluster
     }
 
-    fn route(&self, m: Message) {
-        let local = Header::decode(&m.data)
+    /// Decodes a message once, on arrival: a message that is not a bsp message for a worker
+    /// of this rank can only be a bug, and ends the job.
+    fn decode(&self, m: Message) -> (Header, Vec<u8>) {
+        let header = Header::decode(&m.data)
             .filter(|_| m.port == PORT_BSP)
-            .and_then(|h| (h.dest as usize).checked_sub(self.first_worker))
-            .filter(|&w| w < self.inboxes.len());
-        match local {
-            Some(w) => self.inboxes[w].push(m),
+            .filter(|h| {
+                (h.dest as usize)
+                    .checked_sub(self.first_worker)
+                    .is_some_and(|w| w < self.inboxes.len())
+            });
+        match header {
+            Some(h) => (h, m.data),
             None => panic!(
                 "bsp: rank {} sent a message no worker of this rank expects (port {}, {} bytes)",
                 m.source,
@@ -84,10 +88,16 @@ impl<'c> Exchange<'c> {
         }
     }
 
+    /// Puts a message in the inbox of the local worker it is for.
+    fn route(&self, m: Message) {
+        let (h, data) = self.decode(m);
+        self.inboxes[h.dest as usize - self.first_worker].push((h, data));
+    }
+
     /// Moves what arrived for local worker `w` into its `held` messages.
     pub fn collect(&self, w: usize, held: &mut Held) -> Result<(), String> {
-        while let Some(m) = self.inboxes[w].pop() {
-            held.insert(m.data)?;
+        while let Some((h, data)) = self.inboxes[w].pop() {
+            held.insert(h, data)?;
         }
         Ok(())
     }
@@ -96,15 +106,16 @@ impl<'c> Exchange<'c> {
     /// (no inbox hop on the path a waiting worker is waiting on), others to their worker's
     /// inbox. `Ok(false)` once another rank failed.
     pub fn poll_into(&self, w: usize, held: &mut Held) -> Result<bool, String> {
-        let me = (self.first_worker + w) as u32;
+        let me = w + self.first_worker;
         let mut bad = Ok(());
         let alive = self.cluster.poll(&mut |m| {
-            if m.port == PORT_BSP && Header::decode(&m.data).is_some_and(|h| h.dest == me) {
-                if let Err(e) = held.insert(std::mem::take(&mut { m }.data)) {
+            let (h, data) = self.decode(m);
+            if h.dest as usize == me {
+                if let Err(e) = held.insert(h, data) {
                     bad = Err(e);
                 }
             } else {
-                self.route(m);
+                self.inboxes[h.dest as usize - self.first_worker].push((h, data));
             }
         });
         bad?;
@@ -113,28 +124,28 @@ impl<'c> Exchange<'c> {
     }
 }
 
-/// The messages a worker received and has not used yet: a handful at most (one per neighbour
-/// and timestep in flight), so a vector searched linearly beats hashing.
+/// The messages a worker received and has not used yet, with their decoded headers: a handful
+/// at most (one per neighbour and timestep in flight), so a vector searched linearly beats
+/// hashing.
 #[derive(Default)]
-pub struct Held(Vec<(Key, Vec<u8>)>);
+pub struct Held(Vec<(Header, Vec<u8>)>);
 
 impl Held {
-    fn insert(&mut self, data: Vec<u8>) -> Result<(), String> {
-        let h = Header::decode(&data).expect("routed messages have a header");
-        if self.0.iter().any(|(k, _)| *k == h.key) {
+    fn insert(&mut self, h: Header, data: Vec<u8>) -> Result<(), String> {
+        if self.0.iter().any(|(k, _)| k.key == h.key) {
             return Err(format!(
-                "bsp: worker {} received timestep {} of graph {} twice from worker {}",
-                h.dest, h.key.2, h.key.1, h.key.3
+                "bsp: worker {} received timestep {} twice from worker {}",
+                h.dest, h.key.1, h.key.2
             ));
         }
-        self.0.push((h.key, data));
+        self.0.push((h, data));
         Ok(())
     }
 
     /// Takes the message with `key`, if it arrived.
-    pub fn take(&mut self, key: &Key) -> Option<Vec<u8>> {
-        let i = self.0.iter().position(|(k, _)| k == key)?;
-        Some(self.0.swap_remove(i).1)
+    pub fn take(&mut self, key: &Key) -> Option<(Header, Vec<u8>)> {
+        let i = self.0.iter().position(|(h, _)| h.key == *key)?;
+        Some(self.0.swap_remove(i))
     }
 }
 
@@ -159,7 +170,7 @@ mod tests {
     #[test]
     fn headers_round_trip() {
         let h = Header {
-            key: (1, 2, -3, 4),
+            key: (1, -3, 4),
             dest: 5,
             count: 6,
         };
@@ -168,5 +179,6 @@ mod tests {
         assert_eq!(b.len(), HEADER);
         assert_eq!(Header::decode(&b), Some(h));
         assert_eq!(Header::decode(&b[..20]), None);
+        assert_eq!(Header::decode(&b[..HEADER - 1]), None);
     }
 }

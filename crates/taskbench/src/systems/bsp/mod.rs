@@ -17,7 +17,7 @@ mod exchange;
 mod ranks;
 
 use super::slots::Slots;
-use super::team::{run_passes_on, Net, Pass};
+use super::team::{run_passes, Net, Pass};
 use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use crate::cluster::Fault;
 use crossbeam_utils::CachePadded;
@@ -195,7 +195,7 @@ impl System for Bsp {
             sends: Vec::new(),
         };
         let net = exchange.as_ref().map(|e| e as &dyn Net);
-        let times = run_passes_on(net, n, 2, cfg.pin, init, |st, w, pass, team| {
+        let times = run_passes(net, n, 2, cfg.pin, init, |st, w, pass, team| {
             for t in 0..steps {
                 if let Some(ex) = &exchange {
                     if ranks::gather(ex, st, &graphs, place, (pass, t, w), team).is_err() {

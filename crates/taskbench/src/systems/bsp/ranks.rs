@@ -79,10 +79,9 @@ pub fn gather(
     }
     for m in 0..st.sources.len() {
         let src = st.sources[m];
-        let key: Key = (pass as u32, 0, t - 1, src);
-        let msg = wait(ex, &mut st.held, w, &key, team)?;
+        let key: Key = (pass as u32, t - 1, src);
+        let (h, msg) = wait(ex, &mut st.held, w, &key, team)?;
         let (end, count) = st.ends[m];
-        let h = Header::decode(&msg).expect("routed messages have a header");
         if h.count != count || msg.len() != end {
             team.fail_with(RunError::Runtime(format!(
                 "bsp: worker {} expected {count} outputs of timestep {} from worker {src} ({end} bytes), got a message with {} ({} bytes)",
@@ -106,7 +105,7 @@ fn wait(
     w: usize,
     key: &Key,
     team: &Team,
-) -> Result<Vec<u8>, ()> {
+) -> Result<(Header, Vec<u8>), ()> {
     let mut polls = 0u32;
     loop {
         if let Some(m) = held.take(key) {
@@ -171,7 +170,7 @@ pub fn scatter(
             .sum();
         let mut buf = tactor_comm::buffer(exchange::HEADER + bytes);
         Header {
-            key: (pass as u32, 0, t, me),
+            key: (pass as u32, t, me),
             dest: dest as u32,
             count: group.len() as u32,
         }
