@@ -12,8 +12,8 @@ fi
 cargo build --release --locked -p taskbench -p commbench
 cores=$(nproc)
 # Three whole sweeps: the table gives each system's median METG and its range over them,
-# and flags sizes measured under noise (see README, "METG on a noisy machine"). `bsp@2` is
-# bsp on 2 MPI ranks (cores/2 workers each), so the cost of the process boundary shows.
+# and flags sizes measured under noise (see README, "METG on a noisy machine"). `S@2` is
+# system S on 2 MPI ranks (cores/2 workers each), so the cost of the process boundary shows.
 # --oversubscribe only where it is needed: with it, Open MPI neither binds ranks to cores nor
 # lets them spin (measured here: bsp@2's METG 4.4 µs with it, 1.6 without).
 launcher='mpirun -np {R}'

@@ -114,7 +114,7 @@ fn help() -> String {
          \x20 -system NAME    the system to run (default {DEFAULT_SYSTEM}; see --list)\n\
          \x20 -worker N       worker threads (default: the number of cores, {})\n\
          \x20 -no-pin         do not pin workers to cores\n\n\
-         On several ranks (systems that say so in --list): mpirun -np R taskbench -system bsp -worker W ...\n\
+         On several ranks (systems that say so in --list): mpirun -np R taskbench -system compiled -worker W ...\n\
          points are block-distributed over the R x W workers; rank 0 prints the report.\n",
         types.join(", "),
         kernels.join(", "),

@@ -16,6 +16,8 @@ use tactor_comm::{Completion, Message, Reduce, Stopped, Transport};
 pub const PORT_FAIL: u16 = 0;
 /// `bsp`'s neighbour exchange.
 pub const PORT_BSP: u16 = 1;
+/// The cross-rank edges of `tasks` and `compiled` (`systems::remote`).
+pub const PORT_TACTOR: u16 = 2;
 
 /// A fault to inject, for testing how a job ends: `TASKBENCH_FAULT=RANK:corrupt` makes rank
 /// RANK send one wrong output in the timed pass (the receiving rank's validation must catch

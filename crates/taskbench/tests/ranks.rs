@@ -136,6 +136,16 @@ fn bsp_matrix_on_two_and_three_ranks() {
 }
 
 #[test]
+fn tasks_matrix_on_two_and_three_ranks() {
+    matrix("tasks");
+}
+
+#[test]
+fn compiled_matrix_on_two_and_three_ranks() {
+    matrix("compiled");
+}
+
+#[test]
 fn systems_that_stay_in_one_process_say_so_once() {
     let o = run(2, "-steps 4 -width 4 -system serial", &[]);
     let (_, err) = text(&o);
@@ -164,10 +174,13 @@ fn bad_flags_are_reported_once() {
     assert_ne!(o.status.code(), Some(0));
 }
 
-fn fault(kind: &str, victim: usize) -> String {
+/// Systems that run on ranks.
+const RANK_SYSTEMS: [&str; 3] = ["bsp", "tasks", "compiled"];
+
+fn fault(system: &str, kind: &str, victim: usize) -> String {
     let o = run(
         2,
-        "-steps 50 -width 4 -type stencil_1d -worker 1",
+        &format!("-steps 50 -width 4 -type stencil_1d -worker 1 -system {system}"),
         &[("TASKBENCH_FAULT", &format!("{victim}:{kind}"))],
     );
     let (_, err) = text(&o);
@@ -179,19 +192,29 @@ fn fault(kind: &str, victim: usize) -> String {
 
 #[test]
 fn a_corrupted_message_fails_validation_on_the_receiving_rank() {
-    let msg = fault("corrupt", 0);
-    assert!(msg.starts_with("error: rank 1: validation failed"), "{msg}");
-    let msg = fault("corrupt", 1);
-    assert!(msg.starts_with("error: rank 0: validation failed"), "{msg}");
+    for system in RANK_SYSTEMS {
+        let msg = fault(system, "corrupt", 0);
+        assert!(
+            msg.starts_with("error: rank 1: validation failed"),
+            "{system}: {msg}"
+        );
+        let msg = fault(system, "corrupt", 1);
+        assert!(
+            msg.starts_with("error: rank 0: validation failed"),
+            "{system}: {msg}"
+        );
+    }
 }
 
 #[test]
 fn a_panicking_rank_ends_the_job() {
-    let msg = fault("panic", 1);
-    assert!(
-        msg.starts_with("error: rank 1: panicked: injected fault"),
-        "{msg}"
-    );
+    for system in RANK_SYSTEMS {
+        let msg = fault(system, "panic", 1);
+        assert!(
+            msg.starts_with("error: rank 1: panicked: injected fault"),
+            "{system}: {msg}"
+        );
+    }
 }
 
 /// The processes whose parent is `parent`, from /proc (no procps needed).
@@ -220,11 +243,18 @@ fn children(parent: u32) -> Vec<u32> {
 
 #[test]
 fn a_killed_rank_ends_the_job() {
+    for system in RANK_SYSTEMS {
+        killed_rank_ends_the_job(system);
+    }
+}
+
+fn killed_rank_ends_the_job(system: &str) {
     let mut child = mpirun(2, &[])
         .args(
-            "-steps 100000000 -width 4 -type stencil_1d -kernel compute_bound -iter 1000 -worker 1"
+            "-steps 100000000 -width 4 -type stencil_1d -kernel compute_bound -iter 1000 -worker 1 -system"
                 .split(' '),
         )
+        .arg(system)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -6,6 +6,7 @@ mod frames;
 pub(crate) mod idle;
 mod mailbox;
 mod source;
+pub use source::Poller;
 pub(crate) mod task;
 mod worker;
 
@@ -37,6 +38,8 @@ pub(crate) struct Shared {
     idle: Idle,
     closed: AtomicBool,
     spin: Duration,
+    /// Sources of work from outside the runtime, polled by every worker.
+    pollers: Vec<Arc<dyn Poller>>,
 }
 
 impl Shared {
@@ -61,6 +64,21 @@ impl Shared {
             }
         }
     }
+}
+
+/// The index of the worker running the calling code, or `None` outside the runtime's workers
+/// (for a per-worker resource such as a network channel, without a lock to find it).
+///
+/// ```
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// assert_eq!(tactor::current_worker(), None);
+/// let e = rt.launch(tactor::Placement::Worker(1), &[], || {
+///     assert_eq!(tactor::current_worker(), Some(1));
+/// });
+/// e.wait().unwrap();
+/// ```
+pub fn current_worker() -> Option<usize> {
+    worker::with_current(|ctx| ctx.map(|c| c.index))
 }
 
 /// Queues a task whose preconditions have all triggered.
@@ -89,11 +107,23 @@ pub(crate) fn schedule(task: Task) {
 /// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
 /// assert_eq!(rt.workers(), 2);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Builder {
     workers: usize,
     pin: bool,
     spin: Duration,
+    pollers: Vec<Arc<dyn Poller>>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("pin", &self.pin)
+            .field("spin", &self.spin)
+            .field("pollers", &self.pollers.len())
+            .finish()
+    }
 }
 
 impl Default for Builder {
@@ -102,6 +132,7 @@ impl Default for Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             pin: true,
             spin: Duration::from_micros(100),
+            pollers: Vec::new(),
         }
     }
 }
@@ -124,6 +155,13 @@ impl Builder {
     /// costs 10–20 µs on a typical machine, so shorter spins lose more than they save).
     pub fn spin(mut self, spin: Duration) -> Builder {
         self.spin = spin;
+        self
+    }
+
+    /// Adds a source of work from outside the runtime (a network, a device) that every
+    /// worker polls between tasks; see [`Poller`].
+    pub fn poller(mut self, poller: Arc<dyn Poller>) -> Builder {
+        self.pollers.push(poller);
         self
     }
 
@@ -174,6 +212,7 @@ impl Builder {
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),
             spin: self.spin,
+            pollers: self.pollers,
         });
         let cores = if self.pin {
             core_affinity::get_core_ids().unwrap_or_default()
@@ -261,6 +300,13 @@ impl Handle {
             None,
             Some(name.into()),
         )
+    }
+
+    /// Wakes the workers that are parked, so that they poll the runtime's [`Poller`]s
+    /// again: a poller that starts expecting work calls it, since a parked worker would not
+    /// notice.
+    pub fn wake(&self) {
+        self.shared.idle.wake_all();
     }
 
     /// An id for a new subgraph instance, unique until given back.

@@ -1,8 +1,9 @@
 //! Sources of work that a worker must poll: work that arrives without a push to the worker's
 //! queues (and so without a wake-up), such as compiled-subgraph messages through the rings
-//! between workers; network progress and actor mailboxes are next. The worker loop knows
-//! them only through [`Source`]; a new kind is a module implementing it and one line in
-//! [`for_worker`].
+//! between workers, or a network's completion queues. The worker loop knows them only through
+//! [`Source`]; a new kind inside the runtime is a module implementing it and one line in
+//! [`for_worker`]; a kind from outside (a network layer) is a [`Poller`] given to
+//! [`Builder::poller`](crate::Builder::poller).
 
 use super::mailbox::{Mailbox, Rings};
 use std::rc::Rc;
@@ -23,10 +24,96 @@ pub(crate) trait Source {
     fn cancel(&self);
 }
 
+/// Work that reaches the workers from outside the runtime without being pushed to them — a
+/// network's completion queues, a device's — and that idle workers must therefore poll.
+/// What a poll finds usually triggers events ([`UserEvent`](crate::UserEvent)), which
+/// release the tasks or subgraph instances waiting on them.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::{Arc, Mutex};
+/// use tactor::{Poller, Runtime, UserEvent};
+///
+/// /// A doorbell another thread rings; the event triggers on the first poll after it.
+/// struct Doorbell {
+///     rung: AtomicBool,
+///     event: Mutex<Option<UserEvent>>,
+/// }
+///
+/// impl Poller for Doorbell {
+///     fn poll(&self, _worker: usize) -> bool {
+///         if !self.rung.swap(false, Ordering::AcqRel) {
+///             return false;
+///         }
+///         if let Some(e) = self.event.lock().unwrap().take() {
+///             e.trigger().unwrap();
+///         }
+///         true
+///     }
+///     fn expecting(&self) -> bool {
+///         self.event.lock().unwrap().is_some()
+///     }
+/// }
+///
+/// let bell = Arc::new(Doorbell { rung: AtomicBool::new(false), event: Mutex::new(None) });
+/// let rt = Runtime::builder().workers(1).pin(false).poller(bell.clone()).build().unwrap();
+/// let rang = UserEvent::new();
+/// let done = rt.launch(tactor::Placement::Any, &[rang.event()], || ());
+/// *bell.event.lock().unwrap() = Some(rang);
+/// rt.wake(); // a parked worker would not notice that the bell now expects a ring
+/// let b = bell.clone();
+/// std::thread::spawn(move || b.rung.store(true, Ordering::Release));
+/// done.wait().unwrap();
+/// ```
+pub trait Poller: Send + Sync + 'static {
+    /// Handles what arrived, on worker `worker`, within a small budget (the worker goes back
+    /// to its queues afterwards). Returns whether anything was handled. Called concurrently
+    /// by every worker: a poller that can only be progressed by one thread at a time
+    /// try-locks and returns `false` when it is taken.
+    fn poll(&self, worker: usize) -> bool;
+    /// Whether something is expected: while it is, idle workers keep polling (yielding their
+    /// core after a while) instead of parking, since nothing would wake them. When it becomes
+    /// true, call [`Handle::wake`](crate::Handle::wake): workers that parked before would not
+    /// look again.
+    fn expecting(&self) -> bool;
+}
+
+/// A [`Poller`] as one worker's [`Source`].
+struct Polled {
+    poller: Arc<dyn Poller>,
+    worker: usize,
+}
+
+impl Source for Polled {
+    fn poll(&self) -> bool {
+        self.poller.poll(self.worker)
+    }
+
+    fn busy(&self) -> bool {
+        self.poller.expecting()
+    }
+
+    fn has_work(&self) -> bool {
+        self.poller.expecting()
+    }
+
+    fn cancel(&self) {}
+}
+
 /// The sources of worker `w`, and its compiled-subgraph mailbox (which instance activations
 /// reach directly).
-pub(crate) fn for_worker(rings: &Arc<Rings>, w: usize) -> (Rc<Mailbox>, Vec<Rc<dyn Source>>) {
+pub(crate) fn for_worker(
+    rings: &Arc<Rings>,
+    pollers: &[Arc<dyn Poller>],
+    w: usize,
+) -> (Rc<Mailbox>, Vec<Rc<dyn Source>>) {
     let mailbox = Rc::new(Mailbox::new(rings.clone(), w));
-    let sources: Vec<Rc<dyn Source>> = vec![mailbox.clone()];
+    let mut sources: Vec<Rc<dyn Source>> = vec![mailbox.clone()];
+    sources.extend(pollers.iter().map(|p| {
+        Rc::new(Polled {
+            poller: p.clone(),
+            worker: w,
+        }) as Rc<dyn Source>
+    }));
     (mailbox, sources)
 }

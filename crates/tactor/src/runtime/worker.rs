@@ -149,7 +149,7 @@ const QUEUE_LOOK_EVERY: u32 = 16;
 /// The body of worker thread `index`.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     shared.idle.register(index, sync::current());
-    let (mailbox, sources) = source::for_worker(&shared.rings, index);
+    let (mailbox, sources) = source::for_worker(&shared.rings, &shared.pollers, index);
     let ctx = WorkerCtx {
         mailbox,
         sources,

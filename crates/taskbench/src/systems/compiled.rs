@@ -15,11 +15,19 @@
 //! previous chunk left behind: per row and point "every user of this slot is done", and per
 //! point "the last timestep's task is done"; its postconditions are the same, from its side.
 //! A condition that a chunk does not touch is passed through to the next chunk unchanged.
+//!
+//! On several ranks each rank compiles only its own points ([`Cut`]); an edge that crosses
+//! ranks becomes an external condition carried by one message per (timestep, pair of ranks)
+//! (seed 000, Figure 9). On the sending side a vertex waits for the producers and sends their
+//! outputs ([`super::remote`]); on the receiving side a vertex waits for an external
+//! precondition that the message triggers (and for the readers of the slots it fills) and
+//! copies the outputs into the row, like a task of the sending rank would have written them.
 
 use super::on_tactor::{self, ErrorSlot};
+use super::remote::{Cut, Remote};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{block_owners, check_workers, footprint, run_shared_task, RunConfig, RunError, System};
+use super::{check_workers, footprint, run_shared_task, RunConfig, RunError, System};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Placement, Runtime, Scope, Subgraph, SubgraphBuilder, SubgraphTask};
@@ -46,6 +54,11 @@ struct Data {
     rows: [Slots; 2],
     scratch: [Slots; 2],
     error: Arc<ErrorSlot>,
+    /// This graph's index among the `-and` graphs, its points on this rank and, on several
+    /// ranks, the other ranks.
+    index: u32,
+    cut: Cut,
+    remote: Option<Arc<Remote>>,
 }
 
 impl Data {
@@ -73,6 +86,36 @@ impl Data {
             self.error.record(e);
         }
     }
+
+    /// Sends the outputs of `points` at `t` to rank `dest`.
+    fn send(&self, t: i64, dest: usize, points: &[i64]) {
+        let remote = self
+            .remote
+            .as_ref()
+            .expect("sends exist on several ranks only");
+        let row = &self.rows[(t % 2) as usize];
+        // SAFETY: the producers of these slots precede this vertex, and their next writers
+        // come after it (it is one of their readers).
+        let outputs = points.iter().map(|&q| unsafe { row.read(q as usize) });
+        let channel = tactor::current_worker().unwrap_or(0);
+        let bytes = self.plan.graph().output_bytes_per_task;
+        remote.send(channel, dest, (self.index, t), bytes, outputs);
+    }
+
+    /// Copies the outputs of `points` at `t`, sent by rank `src`, into the row.
+    fn receive(&self, t: i64, src: usize, points: &[i64]) {
+        let remote = self
+            .remote
+            .as_ref()
+            .expect("receives exist on several ranks only");
+        let row = &self.rows[(t % 2) as usize];
+        let bytes = self.plan.graph().output_bytes_per_task;
+        // SAFETY: this vertex is the slots' writer for timestep `t`: it comes after the readers
+        // of their previous contents, and the readers of what it writes come after it.
+        remote.receive((self.index, t, src), points, bytes, |d| unsafe {
+            row.write(d as usize)
+        });
+    }
 }
 
 /// Who must finish before a slot may be reused: a task of this chunk or an external
@@ -83,10 +126,13 @@ enum Src {
     Pre(usize),
 }
 
-/// A compiled chunk and which of its postconditions some task signals.
+/// A compiled chunk, which of its postconditions some task signals, and the messages its
+/// receive vertices wait for: (timestep within the chunk, source rank), in the order of the
+/// preconditions after the [`conditions`].
 struct Chunk {
     graph: Subgraph<i64>,
     has_source: Vec<bool>,
+    receives: Vec<(i64, usize)>,
 }
 
 /// Conditions per chunk: `2 * width` slot conditions (row-major), then `width` "last
@@ -95,14 +141,9 @@ fn conditions(width: usize) -> usize {
     3 * width
 }
 
-fn build_chunk(
-    rt: &Runtime,
-    data: &Arc<Data>,
-    t0: i64,
-    len: i64,
-    owner: &[usize],
-) -> Result<Chunk, RunError> {
+fn build_chunk(rt: &Runtime, data: &Arc<Data>, t0: i64, len: i64) -> Result<Chunk, RunError> {
     let plan = &data.plan;
+    let cut = &data.cut;
     let w = plan.graph().max_width as usize;
     let mut b = SubgraphBuilder::<i64>::new();
     let pres: Vec<_> = (0..conditions(w)).map(|_| b.precondition()).collect();
@@ -110,28 +151,30 @@ fn build_chunk(
     let mut users: Vec<Vec<Src>> = (0..2 * w).map(|k| vec![Src::Pre(k)]).collect();
     let mut last: Vec<Src> = (0..w).map(|p| Src::Pre(2 * w + p)).collect();
     let mut ids = Vec::new();
-    let wire = |b: &mut SubgraphBuilder<i64>, src: Src, to: SubgraphTask| match src {
-        Src::Task(from) => b.edge(from, to),
-        Src::Pre(k) => b.wait_for(pres[k], to),
+    let (mut srcs, mut list, mut receives) = (Vec::new(), Vec::new(), Vec::new());
+    let wire_all = |b: &mut SubgraphBuilder<i64>, srcs: &mut Vec<Src>, to: SubgraphTask| {
+        srcs.sort_unstable_by_key(|s| match s {
+            Src::Task(t) => (0, t.0 as usize),
+            Src::Pre(k) => (1, *k),
+        });
+        srcs.dedup();
+        for s in srcs.drain(..) {
+            match s {
+                Src::Task(from) => b.edge(from, to),
+                Src::Pre(k) => b.wait_for(pres[k], to),
+            }
+        }
     };
     for i in 0..len {
         let t = t0 + i;
         let row = (t % 2) as usize;
         ids.clear();
-        for p in plan.offset(t)..plan.offset(t) + plan.width(t) {
+        for p in cut.local(plan, t) {
             let d = data.clone();
-            let id = b.task(owner[p as usize], move |t0: &i64| d.run_point(*t0 + i, p));
-            let mut srcs: Vec<Src> = plan.deps(t, p).iter().map(|&d| last[d as usize]).collect();
-            let u = &users[row * w + p as usize];
-            srcs.extend(if u.len() > 1 { &u[1..] } else { &u[..] });
-            srcs.sort_unstable_by_key(|s| match s {
-                Src::Task(t) => (0, t.0 as usize),
-                Src::Pre(k) => (1, *k),
-            });
-            srcs.dedup();
-            for s in srcs {
-                wire(&mut b, s, id);
-            }
+            let id = b.task(cut.worker(p), move |t0: &i64| d.run_point(*t0 + i, p));
+            srcs.extend(plan.deps(t, p).iter().map(|&d| last[d as usize]));
+            srcs.extend(guards(&users[row * w + p as usize]));
+            wire_all(&mut b, &mut srcs, id);
             ids.push((p, id));
         }
         for &(p, id) in &ids {
@@ -142,6 +185,52 @@ fn build_chunk(
         }
         for (p, id) in ids.iter().copied() {
             last[p as usize] = Src::Task(id);
+        }
+        if data.remote.is_none() {
+            continue;
+        }
+        // Outputs of `t` that other ranks read: one vertex per destination, after the
+        // producers, counted among the slots' readers.
+        cut.sends(plan, t, &mut list);
+        for group in list.chunk_by(|a, b| a.0 == b.0) {
+            let dest = group[0].0;
+            let points: Vec<i64> = group.iter().map(|&(_, q)| q).collect();
+            let worker = cut.worker(points[0]);
+            srcs.extend(points.iter().map(|&q| last[q as usize]));
+            let d = data.clone();
+            let id = b.task(worker, move |t0: &i64| d.send(*t0 + i, dest, &points));
+            wire_all(&mut b, &mut srcs, id);
+            for &(_, q) in group {
+                users[row * w + q as usize].push(Src::Task(id));
+            }
+        }
+        // Outputs of `t` from other ranks: one vertex per source, after its message and the
+        // readers of the slots it fills, on the worker nearest that rank's points.
+        cut.receives(plan, t, &mut list);
+        for group in list.chunk_by(|a, b| a.0 == b.0) {
+            let src = group[0].0;
+            let points: Vec<i64> = group.iter().map(|&(_, d)| d).collect();
+            let readers = cut.local(plan, t + 1);
+            let near = if points[0] < readers.start {
+                readers.start
+            } else {
+                readers.end - 1
+            };
+            let pre = b.precondition();
+            receives.push((i, src));
+            for &d in &points {
+                srcs.extend(guards(&users[row * w + d as usize]));
+            }
+            let d = data.clone();
+            let id = b.task(cut.worker(near), move |t0: &i64| {
+                d.receive(*t0 + i, src, &points)
+            });
+            b.wait_for(pre, id);
+            wire_all(&mut b, &mut srcs, id);
+            for &(_, d) in group {
+                users[row * w + d as usize] = vec![Src::Task(id)];
+                last[d as usize] = Src::Task(id);
+            }
         }
     }
     let mut has_source = vec![false; conditions(w)];
@@ -160,7 +249,18 @@ fn build_chunk(
     let graph = b
         .compile(rt)
         .map_err(|e| RunError::Runtime(format!("compiling a subgraph: {e}")))?;
-    Ok(Chunk { graph, has_source })
+    Ok(Chunk {
+        graph,
+        has_source,
+        receives,
+    })
+}
+
+/// What must finish before a slot with these `users` (its writer, then its readers) is written
+/// again: the readers imply the writer (they read what it wrote); without readers, the writer.
+fn guards(users: &[Src]) -> impl Iterator<Item = Src> + '_ {
+    let g = if users.len() > 1 { &users[1..] } else { users };
+    g.iter().copied()
 }
 
 /// The chunks of a graph: `(first timestep, length)`.
@@ -188,11 +288,18 @@ struct GraphRun {
 }
 
 impl GraphRun {
-    fn new(rt: &Runtime, plan: Plan, error: &Arc<ErrorSlot>) -> Result<GraphRun, RunError> {
+    fn new(
+        rt: &Runtime,
+        plan: Plan,
+        index: usize,
+        cfg: &RunConfig,
+        remote: &Option<Arc<Remote>>,
+        error: &Arc<ErrorSlot>,
+    ) -> Result<GraphRun, RunError> {
         let g = plan.graph();
         let width = g.max_width as usize;
         let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
-        let owner = block_owners(rt.workers(), g.max_width);
+        let (place, rank) = on_tactor::placement(cfg);
         let data = Arc::new(Data {
             rows: [
                 Slots::new(width, g.output_bytes_per_task),
@@ -200,9 +307,15 @@ impl GraphRun {
             ],
             scratch: [scratch(), scratch()],
             error: error.clone(),
+            index: index as u32,
+            cut: Cut::new(&plan, place, rank),
+            remote: remote.clone(),
             plan,
         });
-        let mut cache: HashMap<(Vec<u32>, i64), Arc<Chunk>> = HashMap::new();
+        // Equal chunks share a compiled subgraph: the same shapes from the same row parity,
+        // and the same shape after them (which decides the last timestep's messages).
+        type ChunkKey = (Vec<u32>, i64, Option<u32>);
+        let mut cache: HashMap<ChunkKey, Arc<Chunk>> = HashMap::new();
         let mut chunks = Vec::new();
         for (t0, len) in self::chunks(&data.plan) {
             let key = (
@@ -210,11 +323,12 @@ impl GraphRun {
                     .filter_map(|t| data.plan.shape_id(t))
                     .collect(),
                 t0 % 2,
+                data.plan.shape_id(t0 + len),
             );
             let chunk = match cache.get(&key) {
                 Some(c) => c.clone(),
                 None => {
-                    let c = Arc::new(build_chunk(rt, &data, t0, len, &owner)?);
+                    let c = Arc::new(build_chunk(rt, &data, t0, len)?);
                     cache.insert(key, c.clone());
                     c
                 }
@@ -247,7 +361,17 @@ impl Chain<'_> {
     fn step(&mut self) -> Option<Event> {
         let (t0, chunk) = self.graph.chunks.get(self.next)?;
         self.next += 1;
-        let inst = chunk.graph.instantiate(*t0, &self.pre);
+        let data = &self.graph.data;
+        let mut pre = self.pre.clone();
+        if let Some(remote) = &data.remote {
+            pre.extend(
+                chunk
+                    .receives
+                    .iter()
+                    .map(|&(i, src)| remote.arrival((data.index, t0 + i, src))),
+            );
+        }
+        let inst = chunk.graph.instantiate(*t0, &pre);
         for (k, post) in inst.postconditions.into_iter().enumerate() {
             if chunk.has_source[k] {
                 self.pre[k] = post;
@@ -282,6 +406,10 @@ impl System for Compiled {
         "Tactor compiled subgraphs: the graph's repeating body compiled into per-worker actors, instances chained"
     }
 
+    fn runs_on_ranks(&self) -> bool {
+        true
+    }
+
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the compiled chunks (graphs whose shape keeps
         // changing are compiled whole) with a few instances in flight, and the runtime.
@@ -293,15 +421,16 @@ impl System for Compiled {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let rt = on_tactor::start(cfg)?;
-        let error = Arc::new(ErrorSlot::default());
+        let (rt, remote) = on_tactor::start(cfg)?;
+        let error = Arc::new(ErrorSlot::new(remote.clone()));
         let graphs = app
             .graphs
             .iter()
             .cloned()
-            .map(|g| GraphRun::new(&rt, Plan::new(g), &error))
+            .enumerate()
+            .map(|(i, g)| GraphRun::new(&rt, Plan::new(g), i, cfg, &remote, &error))
             .collect::<Result<Vec<_>, _>>()?;
-        on_tactor::passes(&rt, &error, || {
+        on_tactor::passes(&rt, &error, remote.as_deref(), || {
             // Instantiated from workers, so the launching thread does not compete with them
             // for the cores.
             let chains: Vec<Mutex<Chain>> = graphs.iter().map(|g| Mutex::new(g.chain())).collect();

@@ -5,6 +5,7 @@
 mod bsp;
 mod compiled;
 mod on_tactor;
+mod remote;
 mod serial;
 pub mod slots;
 mod tasks;

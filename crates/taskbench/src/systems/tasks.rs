@@ -13,13 +13,20 @@
 //! itself behind them, so launching overlaps execution instead of preceding it. Tasks are
 //! placed anywhere: the worker that makes a task ready queues it, and an idle worker steals it
 //! (measured 5–10 % faster than pinning points by the block distribution, at `-iter 512`).
+//!
+//! On several ranks each rank launches its own points (the block distribution over ranks),
+//! and an edge between ranks is a task on each side ([`super::remote`]): after timestep `t`, a
+//! send task waits for the producers of the outputs another rank reads and sends them in one
+//! message; on that rank a receive task waits for the message's event (and for the readers of
+//! the slots it fills) and copies the outputs into the row, where the readers find them.
 
 use super::on_tactor::{self, ErrorSlot};
+use super::remote::{Cut, Remote};
 use super::slots::Slots;
 use super::team::Pass;
 use super::{check_workers, footprint, run_shared_task, RunConfig, RunError, System};
 use tactor::{Event, Placement, Scope};
-use taskbench_core::app::App;
+use taskbench_core::app::{App, Placement as Place};
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
 
@@ -33,12 +40,14 @@ struct Graph {
     plan: Plan,
     rows: [Slots; 2],
     scratch: [Slots; 2],
+    cut: Cut,
 }
 
 /// What the tasks of one pass share.
 struct Shared<'a> {
     graphs: &'a [Graph],
     error: ErrorSlot,
+    remote: Option<&'a Remote>,
 }
 
 /// The events the driver still needs, per graph.
@@ -51,7 +60,7 @@ struct Frontier {
 }
 
 impl Graph {
-    fn new(plan: Plan) -> Graph {
+    fn new(plan: Plan, place: Place, rank: usize) -> Graph {
         let g = plan.graph();
         let width = g.max_width as usize;
         let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
@@ -61,6 +70,7 @@ impl Graph {
                 Slots::new(width, g.output_bytes_per_task),
             ],
             scratch: [scratch(), scratch()],
+            cut: Cut::new(&plan, place, rank),
             plan,
         }
     }
@@ -113,7 +123,7 @@ impl<'a> Shared<'a> {
         let plan = &g.plan;
         let row = (t % 2) as usize;
         now.clear();
-        for p in plan.offset(t)..plan.offset(t) + plan.width(t) {
+        for p in g.cut.local(plan, t) {
             pre.clear();
             pre.extend(plan.deps(t, p).iter().map(|&d| {
                 f.last[d as usize]
@@ -122,17 +132,7 @@ impl<'a> Shared<'a> {
             }));
             // The slot's readers imply its writer (they read what it wrote); without readers,
             // wait for the writer itself.
-            let users = &f.users[row][p as usize];
-            let guards = if users.len() > 1 {
-                &users[1..]
-            } else {
-                &users[..]
-            };
-            for e in guards {
-                if !pre.iter().any(|x| x.ptr_eq(e)) {
-                    pre.push(e.clone());
-                }
-            }
+            guard(pre, &f.users[row][p as usize]);
             let e = s.launch(Placement::Any, pre, move |_| self.run_point(gi, t, p));
             now.push((p, e));
         }
@@ -147,6 +147,94 @@ impl<'a> Shared<'a> {
                 f.users[1 - row][d as usize].push(e.clone());
             }
             f.last[p as usize] = Some(e);
+        }
+        if let Some(remote) = self.remote {
+            self.launch_edges(s, remote, (gi, t), f, pre);
+        }
+    }
+
+    /// Launches the sends and receives of the outputs of timestep `t` of graph `gi` that
+    /// cross ranks.
+    fn launch_edges<'s>(
+        &'s self,
+        s: &Scope<'s>,
+        remote: &'s Remote,
+        (gi, t): (usize, i64),
+        f: &mut Frontier,
+        pre: &mut Vec<Event>,
+    ) {
+        let g = &self.graphs[gi];
+        let row = (t % 2) as usize;
+        let mut list = Vec::new();
+        g.cut.sends(&g.plan, t, &mut list);
+        for group in list.chunk_by(|a, b| a.0 == b.0) {
+            let dest = group[0].0;
+            let points: Vec<i64> = group.iter().map(|&(_, q)| q).collect();
+            pre.clear();
+            pre.extend(points.iter().map(|&q| {
+                f.last[q as usize]
+                    .clone()
+                    .expect("a sent output was computed here")
+            }));
+            let e = s.launch(Placement::Any, pre, move |_| {
+                let g = &self.graphs[gi];
+                let r = &g.rows[row];
+                let bytes = g.plan.graph().output_bytes_per_task;
+                // SAFETY: the producers of these slots are preconditions of this task, and
+                // their next writers wait for it (it is one of their readers).
+                let outputs = points.iter().map(|&q| unsafe { r.read(q as usize) });
+                let channel = tactor::current_worker().unwrap_or(0);
+                remote.send(channel, dest, (gi as u32, t), bytes, outputs);
+            });
+            for &(_, q) in group {
+                f.users[row][q as usize].push(e.clone());
+            }
+        }
+        g.cut.receives(&g.plan, t, &mut list);
+        for group in list.chunk_by(|a, b| a.0 == b.0) {
+            let src = group[0].0;
+            let points: Vec<i64> = group.iter().map(|&(_, d)| d).collect();
+            let key = (gi as u32, t, src);
+            pre.clear();
+            pre.push(remote.arrival(key));
+            for &d in &points {
+                guard(pre, &f.users[row][d as usize]);
+            }
+            let e = s.launch(Placement::Any, pre, move |_| {
+                self.receive(remote, gi, key, &points)
+            });
+            for &(_, d) in group {
+                let users = &mut f.users[row][d as usize];
+                users.clear();
+                users.push(e.clone());
+                f.last[d as usize] = Some(e.clone());
+            }
+        }
+    }
+
+    /// Copies the outputs of message `key` into the slots of `points` (of its timestep's row).
+    fn receive(&self, remote: &Remote, gi: usize, key: (u32, i64, usize), points: &[i64]) {
+        let g = &self.graphs[gi];
+        let row = &g.rows[(key.1 % 2) as usize];
+        // SAFETY: this task is the slots' writer for this timestep: it waited for the readers
+        // of their previous contents, and the readers of what it writes wait for it.
+        remote.receive(
+            key,
+            points,
+            g.plan.graph().output_bytes_per_task,
+            |d| unsafe { row.write(d as usize) },
+        );
+    }
+}
+
+/// Adds to `pre` what must finish before a slot with these `users` (its writer, then its
+/// readers) may be written again: the readers imply the writer (they read what it wrote);
+/// without readers, the writer itself.
+fn guard(pre: &mut Vec<Event>, users: &[Event]) {
+    let guards = if users.len() > 1 { &users[1..] } else { users };
+    for e in guards {
+        if !pre.iter().any(|x| x.ptr_eq(e)) {
+            pre.push(e.clone());
         }
     }
 }
@@ -185,6 +273,10 @@ impl System for Tasks {
         "Tactor's explicit task API: one launched task per point, ordered only by events"
     }
 
+    fn runs_on_ranks(&self) -> bool {
+        true
+    }
+
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the tasks of the timesteps in flight (the driver
         // launches CHUNK ahead), and the runtime.
@@ -195,12 +287,13 @@ impl System for Tasks {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let rt = on_tactor::start(cfg)?;
+        let (rt, remote) = on_tactor::start(cfg)?;
+        let (place, rank) = on_tactor::placement(cfg);
         let graphs: Vec<Graph> = app
             .graphs
             .iter()
             .cloned()
-            .map(|g| Graph::new(Plan::new(g)))
+            .map(|g| Graph::new(Plan::new(g), place, rank))
             .collect();
         let steps = graphs
             .iter()
@@ -209,10 +302,11 @@ impl System for Tasks {
             .unwrap_or(0);
         let sh = Shared {
             graphs: &graphs,
-            error: ErrorSlot::default(),
+            error: ErrorSlot::new(remote.clone()),
+            remote: remote.as_deref(),
         };
         let sh = &sh;
-        on_tactor::passes(&rt, &sh.error, || {
+        on_tactor::passes(&rt, &sh.error, remote.as_deref(), || {
             let frontiers = graphs.iter().map(Graph::frontier).collect();
             rt.scope(|s| {
                 s.launch(Placement::Any, &[], move |s| {

@@ -1,0 +1,365 @@
+//! The cross-rank edges of the systems built on Tactor (`tasks`, `compiled`).
+//!
+//! Points are block-distributed over every rank's workers ([`Cut`]). After timestep `t`, the
+//! outputs that one rank's points read from another rank's at `t + 1` travel as **one message
+//! per (graph, timestep, pair of ranks)**: the sender's side is a task (or subgraph vertex)
+//! that runs once the producing tasks have, gathers their outputs and sends; the receiver's
+//! side is an external precondition, an [`Event`] that the message triggers, followed by a
+//! task that copies the outputs into the rows the readers use. A remote precondition is
+//! registered once (whoever comes first, the message or the local task that waits for it,
+//! creates it) and triggered by exactly one message.
+//!
+//! The network is progressed by the runtime's idle workers, through the [`Poller`] that
+//! [`Remote`] implements. When another rank fails, every remote precondition of this rank,
+//! pending or future, is poisoned: the poison flows through the local tasks that wait on them,
+//! and the run ends with that rank's failure.
+
+use crate::cluster::{injected_fault, Cluster, Fault, PORT_TACTOR};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tactor::{Event, Poller, UserEvent};
+use tactor_comm::Message;
+use taskbench_core::app::Placement;
+use taskbench_core::plan::Plan;
+
+/// Bytes before the outputs: graph, output count, timestep.
+const HEADER: usize = 16;
+
+/// A message: (graph, timestep of the outputs, source rank).
+pub type Key = (u32, i64, usize);
+
+/// Which points of a graph this rank computes, on which local worker, and which outputs cross
+/// to or from other ranks after each timestep. Both ends of a message derive its point list
+/// from the graph (the sender from reverse dependencies, the receiver from dependencies),
+/// ascending, so a message carries outputs only.
+pub struct Cut {
+    place: Placement,
+    rank: usize,
+    /// The global worker of each point.
+    owner: Vec<u32>,
+}
+
+impl Cut {
+    /// The cut of `plan` for `rank` under `place`.
+    pub fn new(plan: &Plan, place: Placement, rank: usize) -> Cut {
+        let width = plan.graph().max_width;
+        Cut {
+            place,
+            rank,
+            owner: (0..width)
+                .map(|p| place.worker_of(p, width) as u32)
+                .collect(),
+        }
+    }
+
+    fn rank_of(&self, p: i64) -> usize {
+        self.owner[p as usize] as usize / self.place.workers as usize
+    }
+
+    /// The local worker that runs point `p` (a point of this rank).
+    pub fn worker(&self, p: i64) -> usize {
+        self.owner[p as usize] as usize % self.place.workers as usize
+    }
+
+    /// The points of timestep `t` this rank computes.
+    pub fn local(&self, plan: &Plan, t: i64) -> std::ops::Range<i64> {
+        let width = plan.graph().max_width;
+        let me = self.rank as i64 * self.place.workers;
+        let (first, end) = (
+            self.place.first(me, width),
+            self.place.first(me + self.place.workers, width),
+        );
+        first.max(plan.offset(t))..end.min(plan.offset(t) + plan.width(t))
+    }
+
+    /// (destination rank, point) of every output of `t` this rank sends, grouped by rank,
+    /// points ascending.
+    pub fn sends(&self, plan: &Plan, t: i64, out: &mut Vec<(usize, i64)>) {
+        out.clear();
+        if t + 1 >= plan.graph().timesteps {
+            return;
+        }
+        for q in self.local(plan, t) {
+            out.extend(
+                plan.rdeps(t + 1, q)
+                    .iter()
+                    .map(|&p| (self.rank_of(p), q))
+                    .filter(|&(r, _)| r != self.rank),
+            );
+        }
+        out.sort_unstable();
+        out.dedup();
+    }
+
+    /// (source rank, point) of every output of `t` this rank receives, grouped by rank,
+    /// points ascending.
+    pub fn receives(&self, plan: &Plan, t: i64, out: &mut Vec<(usize, i64)>) {
+        out.clear();
+        if t + 1 >= plan.graph().timesteps {
+            return;
+        }
+        for p in self.local(plan, t + 1) {
+            out.extend(
+                plan.deps(t + 1, p)
+                    .iter()
+                    .map(|&d| (self.rank_of(d), d))
+                    .filter(|&(r, _)| r != self.rank),
+            );
+        }
+        out.sort_unstable();
+        out.dedup();
+    }
+}
+
+/// A remote precondition: its event, and the message once it arrived.
+struct Entry {
+    event: UserEvent,
+    data: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<Key, Entry>,
+    /// Set once another rank failed: every remote precondition is poisoned with it.
+    poisoned: Option<String>,
+}
+
+/// This rank's end of the cross-rank edges: the remote preconditions, the sends, and the
+/// network progress the runtime's workers run.
+pub struct Remote {
+    cluster: Arc<Cluster>,
+    entries: Mutex<Entries>,
+    /// A pass is running: idle workers keep polling the network instead of parking.
+    running: AtomicBool,
+    /// The first message that broke the protocol (a bug, or a corrupted header).
+    error: Mutex<Option<String>>,
+    fault: Option<Fault>,
+    faulted: AtomicBool,
+    /// This rank failed: it sends nothing more, and its remote preconditions are poisoned.
+    abandoned: AtomicBool,
+}
+
+impl Remote {
+    pub fn new(cluster: Arc<Cluster>) -> Arc<Remote> {
+        let fault = injected_fault(cluster.rank());
+        Arc::new(Remote {
+            cluster,
+            entries: Mutex::default(),
+            running: AtomicBool::new(false),
+            error: Mutex::new(None),
+            fault,
+            faulted: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+        })
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The event that the message `key` triggers (poisoned if another rank failed).
+    pub fn arrival(&self, key: Key) -> Event {
+        let mut e = self.entries();
+        if let Some(why) = &e.poisoned {
+            let u = UserEvent::new();
+            let _ = u.poison(why);
+            return u.event();
+        }
+        e.map
+            .entry(key)
+            .or_insert_with(|| Entry {
+                event: UserEvent::new(),
+                data: None,
+            })
+            .event
+            .event()
+    }
+
+    /// Takes message `key`, which arrived (its event triggered), after checking it carries
+    /// `count` outputs of `bytes` bytes. `Err` says what is wrong with it.
+    fn take(&self, key: Key, count: usize, bytes: usize) -> Result<Vec<u8>, String> {
+        let data = self.entries().map.remove(&key).and_then(|e| e.data);
+        let (g, t, src) = key;
+        let Some(data) = data else {
+            return Err(format!(
+                "graph {g}: the outputs of timestep {t} from rank {src} were taken before they arrived"
+            ));
+        };
+        let got = u32::from_le_bytes(data[4..8].try_into().expect("checked on arrival"));
+        if got as usize != count || data.len() != HEADER + count * bytes {
+            return Err(format!(
+                "graph {g}: expected {count} outputs of timestep {t} from rank {src} ({} bytes), got {got} ({} bytes)",
+                count * bytes,
+                data.len() - HEADER
+            ));
+        }
+        Ok(data)
+    }
+
+    /// Takes message `key` (see [`Remote::take`]) and copies its outputs, one per point of
+    /// `points`, into `slot(point)`; a message that does not fit becomes this rank's failure.
+    pub fn receive<'a>(
+        &self,
+        key: Key,
+        points: &[i64],
+        bytes: usize,
+        mut slot: impl FnMut(i64) -> &'a mut [u8],
+    ) {
+        match self.take(key, points.len(), bytes) {
+            Ok(data) => {
+                for (&d, o) in points.iter().zip(data[HEADER..].chunks_exact(bytes)) {
+                    slot(d).copy_from_slice(o);
+                }
+            }
+            Err(e) => self.protocol_error(e),
+        }
+    }
+
+    /// Sends `outputs` (each `bytes` long) of timestep `t` of graph `g` to rank `dest`, from a
+    /// worker whose channel is `channel`.
+    pub fn send<'a>(
+        &self,
+        channel: usize,
+        dest: usize,
+        (g, t): (u32, i64),
+        bytes: usize,
+        outputs: impl ExactSizeIterator<Item = &'a [u8]>,
+    ) {
+        if self.abandoned.load(Ordering::Relaxed) {
+            return;
+        }
+        let count = outputs.len();
+        let mut buf = tactor_comm::buffer(HEADER + count * bytes);
+        buf.extend_from_slice(&g.to_le_bytes());
+        buf.extend_from_slice(&(count as u32).to_le_bytes());
+        buf.extend_from_slice(&t.to_le_bytes());
+        for o in outputs {
+            buf.extend_from_slice(o);
+        }
+        if self.fault.is_some() && count > 0 && !self.faulted.swap(true, Ordering::Relaxed) {
+            match self.fault {
+                Some(Fault::Panic) => panic!("injected fault (TASKBENCH_FAULT)"),
+                _ => buf[HEADER] ^= 1,
+            }
+        }
+        let channel = channel % self.cluster.channels();
+        self.cluster.send(channel, dest, PORT_TACTOR, buf);
+    }
+
+    /// Files an arrived message under its key and triggers its event.
+    fn deliver(&self, m: Message) {
+        let key = (m.data.len() >= HEADER && m.port == PORT_TACTOR).then(|| {
+            let g = u32::from_le_bytes(m.data[0..4].try_into().expect("4 bytes"));
+            let t = i64::from_le_bytes(m.data[8..16].try_into().expect("8 bytes"));
+            (g, t, m.source)
+        });
+        let Some(key) = key else {
+            return self.protocol_error(format!(
+                "rank {} sent a message no task expects (port {}, {} bytes)",
+                m.source,
+                m.port,
+                m.data.len()
+            ));
+        };
+        let event = {
+            let mut e = self.entries();
+            let entry = e.map.entry(key).or_insert_with(|| Entry {
+                event: UserEvent::new(),
+                data: None,
+            });
+            if entry.data.is_some() {
+                drop(e);
+                return self.protocol_error(format!(
+                    "graph {}: the outputs of timestep {} arrived twice from rank {}",
+                    key.0, key.1, key.2
+                ));
+            }
+            entry.data = Some(m.data);
+            entry.event.clone()
+        };
+        let _ = event.trigger();
+    }
+
+    fn protocol_error(&self, e: String) {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        self.abandon();
+    }
+
+    /// This rank failed: stop sending, and poison every remote precondition so that the pass
+    /// ends here (the caller then tells the other ranks).
+    pub fn abandon(&self) {
+        if !self.abandoned.swap(true, Ordering::AcqRel) {
+            self.poison(format!("rank {} failed", self.cluster.rank()));
+        }
+    }
+
+    /// The first protocol error, if any.
+    pub fn take_error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Progresses the network; on learning that another rank failed, poisons every remote
+    /// precondition. Returns (no rank failed, some message arrived).
+    fn progress(&self) -> (bool, bool) {
+        let mut arrived = false;
+        let alive = self.cluster.poll(&mut |m| {
+            arrived = true;
+            self.deliver(m)
+        });
+        if !alive {
+            let rank = self.cluster.failed_rank().unwrap_or(usize::MAX);
+            self.poison(format!("rank {rank} failed"));
+        }
+        (alive, arrived)
+    }
+
+    /// Poisons every remote precondition, pending or future, with `why`.
+    fn poison(&self, why: String) {
+        let pending: Vec<Entry> = {
+            let mut e = self.entries();
+            if e.poisoned.is_some() {
+                return;
+            }
+            let pending = e.map.drain().map(|(_, v)| v).collect();
+            e.poisoned = Some(why.clone());
+            pending
+        };
+        for entry in pending {
+            let _ = entry.event.poison(&why);
+        }
+    }
+
+    /// The rank that failed first, if one did.
+    pub fn failed_rank(&self) -> Option<usize> {
+        self.cluster.failed_rank()
+    }
+
+    /// A pass starts (`true`) or ended: while one runs, idle workers poll the network.
+    pub fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::Release);
+    }
+
+    /// A barrier over ranks, filing what arrives meanwhile. `false` if some rank failed.
+    pub fn barrier(&self) -> bool {
+        self.cluster.barrier(&mut |m| self.deliver(m)).is_ok()
+    }
+
+    /// Remote preconditions still registered (0 after a pass that ran to its end).
+    pub fn pending(&self) -> usize {
+        self.entries().map.len()
+    }
+}
+
+impl Poller for Remote {
+    fn poll(&self, _worker: usize) -> bool {
+        self.progress().1
+    }
+
+    fn expecting(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+}
