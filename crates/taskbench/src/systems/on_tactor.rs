@@ -122,15 +122,17 @@ pub fn passes(
         let elapsed = start.elapsed();
         if let Some(r) = remote {
             r.set_running(false);
-            // What went wrong first: this rank's validation, another rank, the messages.
+            // What went wrong first: a message that broke the protocol (the tasks after it
+            // may have read what it should have filled), this rank's validation, another
+            // rank.
+            if let Some(e) = r.take_error() {
+                return Err(RunError::Runtime(e));
+            }
             if let Some(e) = error.take() {
                 return Err(RunError::Validation(e));
             }
             if let Some(e) = remote_failure(r) {
                 return Err(e);
-            }
-            if let Some(e) = r.take_error() {
-                return Err(RunError::Runtime(e));
             }
         }
         result?;

@@ -2,7 +2,8 @@
 //!
 //! Points are block-distributed over every rank's workers ([`Cut`]). After timestep `t`, the
 //! outputs that one rank's points read from another rank's at `t + 1` travel as **one message
-//! per (graph, timestep, pair of ranks)**: the sender's side is a task (or subgraph vertex)
+//! per (stream, timestep, pair of ranks)**, a stream being a graph (`tasks`) or all the graphs
+//! a `compiled` chain runs in lock-step: the sender's side is a task (or subgraph vertex)
 //! that runs once the producing tasks have, gathers their outputs and sends; the receiver's
 //! side is an external precondition, an [`Event`] that the message triggers, followed by a
 //! task that copies the outputs into the rows the readers use. A remote precondition is
@@ -23,10 +24,11 @@ use tactor_comm::Message;
 use taskbench_core::app::Placement;
 use taskbench_core::plan::Plan;
 
-/// Bytes before the outputs: graph, output count, timestep.
+/// Bytes before the outputs: stream, output count, timestep.
 const HEADER: usize = 16;
 
-/// A message: (graph, timestep of the outputs, source rank).
+/// A message: (stream, timestep of the outputs, source rank). A stream is a graph (`tasks`),
+/// or the graphs a `compiled` chain runs together.
 pub type Key = (u32, i64, usize);
 
 /// Which points of a graph this rank computes, on which local worker, and which outputs cross
@@ -38,6 +40,7 @@ pub struct Cut {
     rank: usize,
     /// The global worker of each point.
     owner: Vec<u32>,
+    width: i64,
 }
 
 impl Cut {
@@ -50,6 +53,7 @@ impl Cut {
             owner: (0..width)
                 .map(|p| place.worker_of(p, width) as u32)
                 .collect(),
+            width,
         }
     }
 
@@ -62,9 +66,15 @@ impl Cut {
         self.owner[p as usize] as usize % self.place.workers as usize
     }
 
+    /// The local worker that runs point `p`, and `p`'s place in that worker's block.
+    pub fn slot(&self, p: i64) -> (usize, i64) {
+        let owner = i64::from(self.owner[p as usize]);
+        (self.worker(p), p - self.place.first(owner, self.width))
+    }
+
     /// The points of timestep `t` this rank computes.
     pub fn local(&self, plan: &Plan, t: i64) -> std::ops::Range<i64> {
-        let width = plan.graph().max_width;
+        let width = self.width;
         let me = self.rank as i64 * self.place.workers;
         let (first, end) = (
             self.place.first(me, width),
@@ -176,67 +186,60 @@ impl Remote {
             .event()
     }
 
-    /// Takes message `key`, which arrived (its event triggered), after checking it carries
-    /// `count` outputs of `bytes` bytes. `Err` says what is wrong with it.
-    fn take(&self, key: Key, count: usize, bytes: usize) -> Result<Vec<u8>, String> {
+    fn take(&self, key: Key, count: usize, len: usize) -> Result<Vec<u8>, String> {
         let data = self.entries().map.remove(&key).and_then(|e| e.data);
         let (g, t, src) = key;
         let Some(data) = data else {
             return Err(format!(
-                "graph {g}: the outputs of timestep {t} from rank {src} were taken before they arrived"
+                "stream {g}: the outputs of timestep {t} from rank {src} were taken before they arrived"
             ));
         };
         let got = u32::from_le_bytes(data[4..8].try_into().expect("checked on arrival"));
-        if got as usize != count || data.len() != HEADER + count * bytes {
+        if got as usize != count || data.len() != HEADER + len {
             return Err(format!(
-                "graph {g}: expected {count} outputs of timestep {t} from rank {src} ({} bytes), got {got} ({} bytes)",
-                count * bytes,
+                "stream {g}: expected {count} outputs of timestep {t} from rank {src} ({len} bytes), got {got} ({} bytes)",
                 data.len() - HEADER
             ));
         }
         Ok(data)
     }
 
-    /// Takes message `key` (see [`Remote::take`]) and copies its outputs, one per point of
-    /// `points`, into `slot(point)`; a message that does not fit becomes this rank's failure.
-    pub fn receive<'a>(
-        &self,
-        key: Key,
-        points: &[i64],
-        bytes: usize,
-        mut slot: impl FnMut(i64) -> &'a mut [u8],
-    ) {
-        match self.take(key, points.len(), bytes) {
-            Ok(data) => {
-                for (&d, o) in points.iter().zip(data[HEADER..].chunks_exact(bytes)) {
-                    slot(d).copy_from_slice(o);
-                }
-            }
-            Err(e) => self.protocol_error(e),
-        }
+    /// Takes message `key`, which arrived (its event triggered), if it carries `count`
+    /// outputs in `len` bytes; otherwise records what is wrong as this rank's failure.
+    /// [`Remote::payload`] gives its outputs.
+    pub fn receive(&self, key: Key, count: usize, len: usize) -> Option<Vec<u8>> {
+        self.take(key, count, len)
+            .map_err(|e| self.protocol_error(e))
+            .ok()
     }
 
-    /// Sends `outputs` (each `bytes` long) of timestep `t` of graph `g` to rank `dest`, from a
-    /// worker whose channel is `channel`.
+    /// The outputs in a message from [`Remote::receive`], back to back.
+    pub fn payload(message: &[u8]) -> &[u8] {
+        &message[HEADER..]
+    }
+
+    /// Sends `outputs` (`count` of them, `len` bytes in all) of timestep `t` of `stream` (a
+    /// graph, or several graphs sent together) to rank `dest`, from a worker whose channel is
+    /// `channel`.
     pub fn send<'a>(
         &self,
         channel: usize,
         dest: usize,
-        (g, t): (u32, i64),
-        bytes: usize,
-        outputs: impl ExactSizeIterator<Item = &'a [u8]>,
+        (stream, t): (u32, i64),
+        (count, len): (usize, usize),
+        outputs: impl Iterator<Item = &'a [u8]>,
     ) {
         if self.abandoned.load(Ordering::Relaxed) {
             return;
         }
-        let count = outputs.len();
-        let mut buf = tactor_comm::buffer(HEADER + count * bytes);
-        buf.extend_from_slice(&g.to_le_bytes());
+        let mut buf = tactor_comm::buffer(HEADER + len);
+        buf.extend_from_slice(&stream.to_le_bytes());
         buf.extend_from_slice(&(count as u32).to_le_bytes());
         buf.extend_from_slice(&t.to_le_bytes());
         for o in outputs {
             buf.extend_from_slice(o);
         }
+        debug_assert_eq!(buf.len(), HEADER + len);
         if self.fault.is_some() && count > 0 && !self.faulted.swap(true, Ordering::Relaxed) {
             match self.fault {
                 Some(Fault::Panic) => panic!("injected fault (TASKBENCH_FAULT)"),
@@ -271,7 +274,7 @@ impl Remote {
             if entry.data.is_some() {
                 drop(e);
                 return self.protocol_error(format!(
-                    "graph {}: the outputs of timestep {} arrived twice from rank {}",
+                    "stream {}: the outputs of timestep {} arrived twice from rank {}",
                     key.0, key.1, key.2
                 ));
             }
@@ -324,7 +327,15 @@ impl Remote {
             if e.poisoned.is_some() {
                 return;
             }
-            let pending = e.map.drain().map(|(_, v)| v).collect();
+            // Messages that arrived stay: their events triggered, and the tasks they released
+            // may already be queued to take them.
+            let keys: Vec<Key> = e
+                .map
+                .iter()
+                .filter(|(_, v)| v.data.is_none())
+                .map(|(k, _)| *k)
+                .collect();
+            let pending = keys.iter().filter_map(|k| e.map.remove(k)).collect();
             e.poisoned = Some(why.clone());
             pending
         };

@@ -184,7 +184,8 @@ impl<'a> Shared<'a> {
                 // their next writers wait for it (it is one of their readers).
                 let outputs = points.iter().map(|&q| unsafe { r.read(q as usize) });
                 let channel = tactor::current_worker().unwrap_or(0);
-                remote.send(channel, dest, (gi as u32, t), bytes, outputs);
+                let size = (points.len(), points.len() * bytes);
+                remote.send(channel, dest, (gi as u32, t), size, outputs);
             });
             for &(_, q) in group {
                 f.users[row][q as usize].push(e.clone());
@@ -216,14 +217,16 @@ impl<'a> Shared<'a> {
     fn receive(&self, remote: &Remote, gi: usize, key: (u32, i64, usize), points: &[i64]) {
         let g = &self.graphs[gi];
         let row = &g.rows[(key.1 % 2) as usize];
-        // SAFETY: this task is the slots' writer for this timestep: it waited for the readers
-        // of their previous contents, and the readers of what it writes wait for it.
-        remote.receive(
-            key,
-            points,
-            g.plan.graph().output_bytes_per_task,
-            |d| unsafe { row.write(d as usize) },
-        );
+        let bytes = g.plan.graph().output_bytes_per_task;
+        let Some(m) = remote.receive(key, points.len(), points.len() * bytes) else {
+            return;
+        };
+        for (&d, o) in points.iter().zip(Remote::payload(&m).chunks_exact(bytes)) {
+            // SAFETY: this task is the slot's writer for this timestep: it waited for the
+            // readers of the slot's previous contents, and the readers of what it writes wait
+            // for it.
+            unsafe { row.write(d as usize) }.copy_from_slice(o);
+        }
     }
 }
 

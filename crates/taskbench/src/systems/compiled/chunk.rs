@@ -1,0 +1,248 @@
+//! One chunk of a chain — timesteps `[t0, t0 + len)` of every graph the chain runs — compiled
+//! into a subgraph.
+//!
+//! **Vertices.** A vertex runs, on one worker, the `k`-th point of that worker's block at one
+//! timestep of every graph of the chain that has one: graphs run in lock-step, as in `bsp`, so
+//! `-and` costs one vertex and one message per cross-worker edge for all graphs together, not
+//! one per graph. With one graph a vertex is one point. Its predecessors are the union of its
+//! points' (dependencies, and the earlier users of the slots they overwrite).
+//!
+//! **Slots.** Inside a chunk, the writer of a slot waits for the slot's previous readers (or
+//! its previous writer if none read it), exactly as in `tasks`. Across chunks, a chunk's
+//! preconditions stand for what the previous chunk left behind: per graph, row and point
+//! "every user of this slot is done", and per graph and point "the last timestep's task is
+//! done"; its postconditions are the same, from its side. A condition the chunk does not touch
+//! is passed through to the next chunk unchanged.
+//!
+//! **Ranks.** After each timestep, one send vertex per destination rank (after the producers,
+//! among the slots' readers) and one receive vertex per source rank (after an external
+//! precondition that the message triggers, and the readers of the slots it fills), each
+//! carrying every graph's outputs between that pair of ranks.
+
+use super::{Chunk, Item, Shared};
+use crate::systems::RunError;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tactor::{PreId, Runtime, SubgraphBuilder, SubgraphTask};
+
+/// Who must finish before a slot may be reused: a vertex of this chunk or an external
+/// precondition.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Src {
+    Task(SubgraphTask),
+    Pre(usize),
+}
+
+/// One graph's slots while a chunk is built.
+struct Track {
+    /// Per row and point: the slot's writer, then its readers.
+    users: Vec<Vec<Src>>,
+    /// Per point: its last vertex.
+    last: Vec<Src>,
+    width: usize,
+}
+
+/// Conditions per graph: `2 * width` slot conditions (row-major), then `width` "last
+/// timestep done" conditions.
+pub fn conditions(width: usize) -> usize {
+    3 * width
+}
+
+/// What must finish before a slot with these `users` (its writer, then its readers) is written
+/// again: the readers imply the writer (they read what it wrote); without readers, the writer.
+fn guards(users: &[Src]) -> impl Iterator<Item = Src> + '_ {
+    let g = if users.len() > 1 { &users[1..] } else { users };
+    g.iter().copied()
+}
+
+/// Adds edges from every source in `srcs` (deduplicated; drained) to `to`.
+fn wire(b: &mut SubgraphBuilder<i64>, pres: &[PreId], srcs: &mut Vec<Src>, to: SubgraphTask) {
+    srcs.sort_unstable_by_key(|s| match s {
+        Src::Task(t) => (0, t.0 as usize),
+        Src::Pre(k) => (1, *k),
+    });
+    srcs.dedup();
+    for s in srcs.drain(..) {
+        match s {
+            Src::Task(from) => b.edge(from, to),
+            Src::Pre(k) => b.wait_for(pres[k], to),
+        }
+    }
+}
+
+/// Compiles timesteps `[t0, t0 + len)` of the graphs `members` (indices into `sh.graphs`).
+pub fn build(
+    rt: &Runtime,
+    sh: &Arc<Shared>,
+    members: &[usize],
+    t0: i64,
+    len: i64,
+) -> Result<Chunk, RunError> {
+    let mut b = SubgraphBuilder::<i64>::new();
+    let mut tracks = Vec::new();
+    let mut total = 0;
+    for &g in members {
+        let w = sh.graphs[g].plan.graph().max_width as usize;
+        tracks.push(Track {
+            users: (0..2 * w).map(|k| vec![Src::Pre(total + k)]).collect(),
+            last: (0..w).map(|p| Src::Pre(total + 2 * w + p)).collect(),
+            width: w,
+        });
+        total += conditions(w);
+    }
+    let pres: Vec<_> = (0..total).map(|_| b.precondition()).collect();
+    let posts: Vec<_> = (0..total).map(|_| b.postcondition()).collect();
+    let mut srcs = Vec::new();
+    let mut receives = Vec::new();
+    let mut vertices: BTreeMap<(usize, i64), Vec<Item>> = BTreeMap::new();
+    let mut ids: Vec<(SubgraphTask, Vec<Item>)> = Vec::new();
+    let mut list = Vec::new();
+    for i in 0..len {
+        let t = t0 + i;
+        let row = (t % 2) as usize;
+        // The points of `t`, by (worker, place in the worker's block), every graph together.
+        for (j, &g) in members.iter().enumerate() {
+            let d = &sh.graphs[g];
+            if t >= d.plan.graph().timesteps {
+                continue;
+            }
+            for p in d.cut.local(&d.plan, t) {
+                vertices.entry(d.cut.slot(p)).or_default().push((j, p));
+            }
+        }
+        ids.clear();
+        for (&(worker, _), items) in &vertices {
+            for &(j, p) in items {
+                let (plan, tr) = (&sh.graphs[members[j]].plan, &tracks[j]);
+                srcs.extend(plan.deps(t, p).iter().map(|&d| tr.last[d as usize]));
+                srcs.extend(guards(&tr.users[row * tr.width + p as usize]));
+            }
+            let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
+            let s = sh.clone();
+            let id = b.task(worker, move |t0: &i64| s.run_points(*t0 + i, &run));
+            wire(&mut b, &pres, &mut srcs, id);
+            ids.push((id, items.clone()));
+        }
+        vertices.clear();
+        for (id, items) in &ids {
+            for &(j, p) in items {
+                let plan = &sh.graphs[members[j]].plan;
+                let tr = &mut tracks[j];
+                tr.users[row * tr.width + p as usize] = vec![Src::Task(*id)];
+                for &d in plan.deps(t, p) {
+                    tr.users[(1 - row) * tr.width + d as usize].push(Src::Task(*id));
+                }
+                tr.last[p as usize] = Src::Task(*id);
+            }
+        }
+        if sh.remote.is_none() {
+            continue;
+        }
+        // Outputs of `t` other ranks read: one vertex per destination, after the producers,
+        // counted among the slots' readers.
+        for (dest, items) in by_rank(sh, members, t, Direction::Send, &mut list) {
+            let worker = {
+                let (j, p) = items[0];
+                sh.graphs[members[j]].cut.worker(p)
+            };
+            for &(j, q) in &items {
+                srcs.push(tracks[j].last[q as usize]);
+            }
+            let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
+            let s = sh.clone();
+            let id = b.task(worker, move |t0: &i64| s.send(*t0 + i, dest, &run));
+            wire(&mut b, &pres, &mut srcs, id);
+            for &(j, q) in &items {
+                let tr = &mut tracks[j];
+                tr.users[row * tr.width + q as usize].push(Src::Task(id));
+            }
+        }
+        // Outputs of `t` from other ranks: one vertex per source, after its message and the
+        // readers of the slots it fills, on the worker nearest that rank's points.
+        for (src, items) in by_rank(sh, members, t, Direction::Receive, &mut list) {
+            let worker = {
+                let (j, d) = items[0];
+                let data = &sh.graphs[members[j]];
+                let readers = data.cut.local(&data.plan, t + 1);
+                let near = if d < readers.start {
+                    readers.start
+                } else {
+                    readers.end - 1
+                };
+                data.cut.worker(near)
+            };
+            for &(j, d) in &items {
+                let tr = &tracks[j];
+                srcs.extend(guards(&tr.users[row * tr.width + d as usize]));
+            }
+            let pre = b.precondition();
+            receives.push((i, src));
+            let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
+            let s = sh.clone();
+            let id = b.task(worker, move |t0: &i64| s.receive(*t0 + i, src, &run));
+            b.wait_for(pre, id);
+            wire(&mut b, &pres, &mut srcs, id);
+            for &(j, d) in &items {
+                let tr = &mut tracks[j];
+                tr.users[row * tr.width + d as usize] = vec![Src::Task(id)];
+                tr.last[d as usize] = Src::Task(id);
+            }
+        }
+    }
+    let mut has_source = vec![false; total];
+    let finals = tracks.iter().flat_map(|tr| {
+        tr.users
+            .iter()
+            .map(Vec::as_slice)
+            .chain(tr.last.iter().map(std::slice::from_ref))
+    });
+    for (k, srcs) in finals.enumerate() {
+        for s in srcs {
+            if let Src::Task(t) = *s {
+                b.signal(t, posts[k]);
+                has_source[k] = true;
+            }
+        }
+    }
+    let graph = b
+        .compile(rt)
+        .map_err(|e| RunError::Runtime(format!("compiling a subgraph: {e}")))?;
+    Ok(Chunk {
+        graph,
+        has_source,
+        receives,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Direction {
+    Send,
+    Receive,
+}
+
+/// The outputs of `t` that cross to (or from) each other rank, every graph of the chain
+/// together: (rank, [(member, point)]), ranks ascending, graphs in order, points ascending —
+/// the order of the message's outputs on both sides.
+fn by_rank(
+    sh: &Shared,
+    members: &[usize],
+    t: i64,
+    dir: Direction,
+    list: &mut Vec<(usize, i64)>,
+) -> Vec<(usize, Vec<Item>)> {
+    let mut out: BTreeMap<usize, Vec<Item>> = BTreeMap::new();
+    for (j, &g) in members.iter().enumerate() {
+        let d = &sh.graphs[g];
+        if t >= d.plan.graph().timesteps {
+            continue;
+        }
+        match dir {
+            Direction::Send => d.cut.sends(&d.plan, t, list),
+            Direction::Receive => d.cut.receives(&d.plan, t, list),
+        }
+        for &(rank, p) in list.iter() {
+            out.entry(rank).or_default().push((j, p));
+        }
+    }
+    out.into_iter().collect()
+}

@@ -1,0 +1,379 @@
+//! `compiled`: the graphs' repeating body compiled once into Tactor subgraphs (per-worker
+//! actors with private dependency counters, one message per cross-worker edge) and
+//! instantiated over and over, each instance chained to the previous one through external
+//! conditions — how an iterative application, or Legion's tracing, would use compiled
+//! subgraphs.
+//!
+//! A **chain** runs graphs in lock-step: every graph whose timesteps fall into a few repeating
+//! shapes joins one chain (so `-and` graphs share vertices and messages, see [`chunk`]); a
+//! graph whose shape keeps changing (dom, tree) is compiled whole, as a chain of its own.
+//! A chain is cut into chunks of timesteps: `[0, 1)`, then chunks of about `CHUNK_TASKS`
+//! tasks (the last may be shorter). Chunks with the same sequence of timestep shapes share one
+//! compiled subgraph; each instance gets its first timestep as its argument.
+//!
+//! Buffers are the two output rows (and scratch rows) of `bsp` and `tasks`, per graph.
+//!
+//! On several ranks each rank compiles only its own points ([`Cut`]); an edge that crosses
+//! ranks becomes an external condition carried by one message per (chain, timestep, pair of
+//! ranks) — seed 000, Figure 9 — with every graph of the chain in it ([`chunk`]).
+
+mod chunk;
+
+use super::on_tactor::{self, ErrorSlot};
+use super::remote::{Cut, Remote};
+use super::slots::Slots;
+use super::team::Pass;
+use super::{check_workers, footprint, run_shared_task, RunConfig, RunError, System};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tactor::{Event, Placement, Runtime, Scope, Subgraph};
+use taskbench_core::app::App;
+use taskbench_core::kernel::new_scratch;
+use taskbench_core::plan::Plan;
+
+/// Subgraphs compiled from the graphs' repeating body, chained instance after instance.
+pub struct Compiled;
+
+/// Least timesteps per chunk (even, so every chunk after the first starts on the same row
+/// parity).
+const MIN_CHUNK: i64 = 32;
+
+/// Tasks per chunk aimed at: enough that instantiating a chunk (a few microseconds: its
+/// events, subscriptions and one activation per worker) is small against running it.
+const CHUNK_TASKS: i64 = 512;
+
+/// Graphs with more distinct timestep shapes than this are compiled whole.
+const MAX_SHAPES: usize = 16;
+
+/// A point of a graph in a vertex: (index into the chain's graphs, point).
+type Item = (usize, i64);
+
+/// One graph's buffers and this rank's points of it.
+struct Data {
+    plan: Plan,
+    rows: [Slots; 2],
+    scratch: [Slots; 2],
+    cut: Cut,
+}
+
+/// What every vertex of every chain reaches.
+struct Shared {
+    graphs: Vec<Data>,
+    error: Arc<ErrorSlot>,
+    remote: Option<Arc<Remote>>,
+    /// Per graph, the chain it runs in (the stream its messages travel on).
+    stream: Vec<u32>,
+}
+
+impl Shared {
+    /// Runs points `(graph, p)` at timestep `t`.
+    fn run_points(&self, t: i64, points: &[(usize, i64)]) {
+        for &(g, p) in points {
+            self.run_point(g, t, p);
+        }
+    }
+
+    fn run_point(&self, g: usize, t: i64, p: i64) {
+        if self.error.failed() {
+            return;
+        }
+        let d = &self.graphs[g];
+        let (row, prev) = (&d.rows[(t % 2) as usize], &d.rows[((t + 1) % 2) as usize]);
+        // SAFETY: the subgraph orders every earlier reader and writer of slot `p` of this row
+        // (and scratch row) before this task, and every later one after it (see `chunk`);
+        // across chunks the external conditions carry the same order.
+        let (out, scratch) = unsafe {
+            (
+                row.write(p as usize),
+                d.scratch[(t % 2) as usize].write(p as usize),
+            )
+        };
+        // SAFETY: slot `d` of the previous row holds `(t-1, d)`'s output, which precedes this
+        // task; its next writer comes after this task.
+        let input = |q: i64| unsafe { prev.read(q as usize) };
+        if let Err(e) = run_shared_task(&d.plan, t, p, out, scratch, input) {
+            self.error.record(e);
+        }
+    }
+
+    /// Bytes of the outputs of `points`, and their count.
+    fn size(&self, points: &[(usize, i64)]) -> (usize, usize) {
+        let len = points
+            .iter()
+            .map(|&(g, _)| self.graphs[g].plan.graph().output_bytes_per_task)
+            .sum();
+        (points.len(), len)
+    }
+
+    /// Sends the outputs of `points` at `t` to rank `dest`, in one message.
+    fn send(&self, t: i64, dest: usize, points: &[(usize, i64)]) {
+        let remote = self
+            .remote
+            .as_ref()
+            .expect("sends exist on several ranks only");
+        let outputs = points.iter().map(|&(g, q)| {
+            // SAFETY: the producers of these slots precede this vertex, and their next
+            // writers come after it (it is one of their readers).
+            unsafe { self.graphs[g].rows[(t % 2) as usize].read(q as usize) }
+        });
+        let channel = tactor::current_worker().unwrap_or(0);
+        let stream = self.stream[points[0].0];
+        remote.send(channel, dest, (stream, t), self.size(points), outputs);
+    }
+
+    /// Copies the outputs of `points` at `t`, sent by rank `src`, into their rows.
+    fn receive(&self, t: i64, src: usize, points: &[(usize, i64)]) {
+        let remote = self
+            .remote
+            .as_ref()
+            .expect("receives exist on several ranks only");
+        let (count, len) = self.size(points);
+        let key = (self.stream[points[0].0], t, src);
+        let Some(m) = remote.receive(key, count, len) else {
+            return;
+        };
+        let mut at = 0;
+        let payload = Remote::payload(&m);
+        for &(g, d) in points {
+            let data = &self.graphs[g];
+            let bytes = data.plan.graph().output_bytes_per_task;
+            // SAFETY: this vertex is the slot's writer for timestep `t`: it comes after the
+            // readers of its previous contents, and the readers of what it writes after it.
+            unsafe { data.rows[(t % 2) as usize].write(d as usize) }
+                .copy_from_slice(&payload[at..at + bytes]);
+            at += bytes;
+        }
+    }
+}
+
+/// A compiled chunk, which of its postconditions some vertex signals, and the messages its
+/// receive vertices wait for: (timestep within the chunk, source rank), in the order of the
+/// preconditions after the slot conditions.
+struct Chunk {
+    graph: Subgraph<i64>,
+    has_source: Vec<bool>,
+    receives: Vec<(i64, usize)>,
+}
+
+/// The chunks of a chain of graphs: `(first timestep, length)`.
+fn chunks(plans: &[&Plan]) -> Vec<(i64, i64)> {
+    let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
+    if plans.iter().any(|p| p.shapes() > MAX_SHAPES) {
+        return vec![(0, steps)];
+    }
+    let width: i64 = plans.iter().map(|p| p.graph().max_width).sum();
+    let per_chunk = (CHUNK_TASKS / width.max(1)).max(MIN_CHUNK);
+    let per_chunk = per_chunk + per_chunk % 2;
+    let mut out = vec![(0, steps.min(1))];
+    let mut t = 1;
+    while t < steps {
+        let len = per_chunk.min(steps - t);
+        out.push((t, len));
+        t += len;
+    }
+    out
+}
+
+/// One chain: its graphs, its chunks and their compiled subgraphs (shared by equal chunks).
+struct ChainRun {
+    index: u32,
+    chunks: Vec<(i64, Arc<Chunk>)>,
+    conditions: usize,
+}
+
+impl ChainRun {
+    fn new(
+        rt: &Runtime,
+        sh: &Arc<Shared>,
+        index: u32,
+        members: Vec<usize>,
+    ) -> Result<Self, RunError> {
+        let plans: Vec<&Plan> = members.iter().map(|&g| &sh.graphs[g].plan).collect();
+        // Equal chunks share a compiled subgraph: the same shapes from the same row parity,
+        // and the same shape after them (which decides the last timestep's messages).
+        type ChunkKey = (Vec<(Vec<u32>, Option<u32>)>, i64);
+        let mut cache: HashMap<ChunkKey, Arc<Chunk>> = HashMap::new();
+        let mut chunks = Vec::new();
+        for (t0, len) in self::chunks(&plans) {
+            let shapes = plans
+                .iter()
+                .map(|p| {
+                    let ids = (t0..t0 + len).filter_map(|t| p.shape_id(t)).collect();
+                    (ids, p.shape_id(t0 + len))
+                })
+                .collect();
+            let key = (shapes, t0 % 2);
+            let chunk = match cache.get(&key) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = Arc::new(chunk::build(rt, sh, &members, t0, len)?);
+                    cache.insert(key, c.clone());
+                    c
+                }
+            };
+            chunks.push((t0, chunk));
+        }
+        let conditions = plans
+            .iter()
+            .map(|p| chunk::conditions(p.graph().max_width as usize))
+            .sum();
+        Ok(ChainRun {
+            index,
+            chunks,
+            conditions,
+        })
+    }
+
+    /// The chain's instances, not yet instantiated.
+    fn chain<'a>(&'a self, remote: Option<&'a Remote>) -> Chain<'a> {
+        Chain {
+            run: self,
+            remote,
+            next: 0,
+            pre: (0..self.conditions).map(|_| Event::triggered()).collect(),
+        }
+    }
+}
+
+/// Instantiates a chain's chunks in order, each chained to the previous one.
+struct Chain<'a> {
+    run: &'a ChainRun,
+    remote: Option<&'a Remote>,
+    next: usize,
+    pre: Vec<Event>,
+}
+
+impl Chain<'_> {
+    /// Instantiates the next chunk; returns its completion event, or `None` after the last.
+    fn step(&mut self) -> Option<Event> {
+        let (t0, chunk) = self.run.chunks.get(self.next)?;
+        self.next += 1;
+        let mut pre = self.pre.clone();
+        if let Some(remote) = self.remote {
+            pre.extend(
+                chunk
+                    .receives
+                    .iter()
+                    .map(|&(i, src)| remote.arrival((self.run.index, t0 + i, src))),
+            );
+        }
+        let inst = chunk.graph.instantiate(*t0, &pre);
+        for (k, post) in inst.postconditions.into_iter().enumerate() {
+            if chunk.has_source[k] {
+                self.pre[k] = post;
+            }
+        }
+        Some(inst.completion)
+    }
+}
+
+/// Keeps `AHEAD` instances of a chain in flight: each instance's completion instantiates the
+/// next one, like an iterative application's launch window. (Instantiating everything up front
+/// would leave hundreds of instances registered on every worker, each polled while idle.)
+fn run_chain<'s>(s: &Scope<'s>, chain: &'s Mutex<Chain<'s>>, done: &'s Mutex<Vec<Event>>) {
+    let next = chain.lock().unwrap_or_else(|p| p.into_inner()).step();
+    if let Some(e) = next {
+        done.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.clone());
+        s.launch(Placement::Any, &[e], move |s| run_chain(s, chain, done));
+    }
+}
+
+/// One graph's buffers, empty.
+fn data(plan: Plan, place: taskbench_core::app::Placement, rank: usize) -> Data {
+    let g = plan.graph();
+    let width = g.max_width as usize;
+    let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
+    Data {
+        rows: [
+            Slots::new(width, g.output_bytes_per_task),
+            Slots::new(width, g.output_bytes_per_task),
+        ],
+        scratch: [scratch(), scratch()],
+        cut: Cut::new(&plan, place, rank),
+        plan,
+    }
+}
+
+/// Instances of one chain in flight at once.
+const AHEAD: usize = 3;
+
+impl System for Compiled {
+    fn name(&self) -> &'static str {
+        "compiled"
+    }
+
+    fn about(&self) -> &'static str {
+        "Tactor compiled subgraphs: the graph's repeating body compiled into per-worker actors, instances chained"
+    }
+
+    fn runs_on_ranks(&self) -> bool {
+        true
+    }
+
+    fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
+        // Two rows of outputs and scratch, the compiled chunks (graphs whose shape keeps
+        // changing are compiled whole) with a few instances in flight, and the runtime.
+        let chunk = |steps: i64| steps.min(MIN_CHUNK.max(CHUNK_TASKS));
+        footprint::rows(app, 2, 2)
+            .saturating_add(footprint::per_task(app, chunk, 256, 48))
+            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+    }
+
+    fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
+        check_workers(cfg)?;
+        let (rt, remote) = on_tactor::start(cfg)?;
+        let error = Arc::new(ErrorSlot::new(remote.clone()));
+        let (place, rank) = on_tactor::placement(cfg);
+        let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
+        // Graphs of a few repeating shapes run together in chain 0; the others alone.
+        let mut members: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut stream = Vec::new();
+        for (g, plan) in plans.iter().enumerate() {
+            if plan.shapes() > MAX_SHAPES {
+                members.push(vec![g]);
+                stream.push(members.len() as u32 - 1);
+            } else {
+                members[0].push(g);
+                stream.push(0);
+            }
+        }
+        let sh = Arc::new(Shared {
+            graphs: plans.into_iter().map(|p| data(p, place, rank)).collect(),
+            error: error.clone(),
+            remote: remote.clone(),
+            stream,
+        });
+        let runs = members
+            .into_iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(i, m)| ChainRun::new(&rt, &sh, i as u32, m))
+            .collect::<Result<Vec<_>, _>>()?;
+        on_tactor::passes(&rt, &error, remote.as_deref(), || {
+            // Instantiated from workers, so the launching thread does not compete with them
+            // for the cores.
+            let chains: Vec<Mutex<Chain>> = runs
+                .iter()
+                .map(|r| Mutex::new(r.chain(remote.as_deref())))
+                .collect();
+            let done = Mutex::new(Vec::new());
+            rt.scope(|s| {
+                for chain in &chains {
+                    let done = &done;
+                    s.launch(Placement::Any, &[], move |s| {
+                        for _ in 0..AHEAD {
+                            run_chain(s, chain, done);
+                        }
+                    });
+                }
+            })
+            .map_err(|e| RunError::Runtime(e.to_string()))?;
+            let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+            Event::merge(&done)
+                .wait()
+                .map_err(|e| RunError::Runtime(e.to_string()))
+        })
+    }
+}
