@@ -8,7 +8,7 @@
 //! is out, or whose activation has not run yet, wait in the table until it is back.
 
 use super::channel::{Channel, Msg, SendPos};
-use super::source::Source;
+use super::source::{Polled, Source};
 use crate::sync::{lock, Mutex};
 use crossbeam_deque::Injector;
 use crossbeam_utils::CachePadded;
@@ -367,8 +367,12 @@ impl Source for Mailbox {
     /// Delivers messages and runs ready residents until none is ready, or `POLL_BUDGET`
     /// residents ran (so that the worker gets back to its task queues however busy the rings
     /// keep it).
-    fn poll(&self) -> bool {
-        self.poll_residents()
+    fn poll(&self) -> Polled {
+        if self.poll_residents() {
+            Polled::Ran
+        } else {
+            Polled::Nothing
+        }
     }
 
     /// An instance is in flight here (or messages wait to leave): its next vertex arrives

@@ -12,13 +12,14 @@ use std::sync::Arc;
 /// One worker's end of a source of work. Owned by the worker's thread.
 pub(crate) trait Source {
     /// Runs what is ready here, within a bounded budget so that the worker returns to its
-    /// queues. Returns whether it ran anything.
-    fn poll(&self) -> bool;
-    /// Whether work is in flight that will arrive without a wake-up: the worker then keeps
-    /// spinning instead of parking.
+    /// queues. Returns what it did.
+    fn poll(&self) -> Polled;
+    /// Whether work is in flight that will arrive without a wake-up and is cheap to watch
+    /// for: the worker then watches this source closely, its queues now and then.
     fn busy(&self) -> bool;
     /// Whether something is there to do (checked after an idle worker announced that it is
-    /// going to sleep).
+    /// going to sleep), or expected from outside: the worker then keeps polling (and yields
+    /// its core between polls) instead of parking.
     fn has_work(&self) -> bool;
     /// The runtime shut down: cancel what this worker holds.
     fn cancel(&self);
@@ -78,19 +79,36 @@ pub trait Poller: Send + Sync + 'static {
     fn expecting(&self) -> bool;
 }
 
-/// A [`Poller`] as one worker's [`Source`].
-struct Polled {
+/// What a poll of a [`Source`] did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Polled {
+    /// Nothing.
+    Nothing,
+    /// Ran work itself (compiled vertices, inline).
+    Ran,
+    /// Released work into the task queues (by triggering events): the worker should look
+    /// there now rather than poll on.
+    Queued,
+}
+
+/// A [`Poller`] as one worker's [`Source`]. Not `busy`: a poll costs a pass through the
+/// network library, so an idle worker looks at its queues between polls.
+struct External {
     poller: Arc<dyn Poller>,
     worker: usize,
 }
 
-impl Source for Polled {
-    fn poll(&self) -> bool {
-        self.poller.poll(self.worker)
+impl Source for External {
+    fn poll(&self) -> Polled {
+        if self.poller.poll(self.worker) {
+            Polled::Queued
+        } else {
+            Polled::Nothing
+        }
     }
 
     fn busy(&self) -> bool {
-        self.poller.expecting()
+        false
     }
 
     fn has_work(&self) -> bool {
@@ -110,7 +128,7 @@ pub(crate) fn for_worker(
     let mailbox = Rc::new(Mailbox::new(rings.clone(), w));
     let mut sources: Vec<Rc<dyn Source>> = vec![mailbox.clone()];
     sources.extend(pollers.iter().map(|p| {
-        Rc::new(Polled {
+        Rc::new(External {
             poller: p.clone(),
             worker: w,
         }) as Rc<dyn Source>

@@ -2,7 +2,7 @@
 
 use super::frames;
 use super::mailbox::{Mailbox, Resident};
-use super::source::{self, Source};
+use super::source::{self, Polled, Source};
 use super::task::{Placement, TaskNode};
 use super::Shared;
 use crate::event::{self, Event};
@@ -88,19 +88,30 @@ impl WorkerCtx {
             .find_map(|s| steal(|| s.steal()))
     }
 
-    /// Polls every source of work once. Returns whether any ran something.
-    fn poll_sources(&self) -> bool {
-        let mut ran = false;
+    /// Polls every source of work once. Returns what they did: `Queued` if any released
+    /// tasks, else `Ran` if any ran work itself.
+    fn poll_sources(&self) -> Polled {
+        let mut out = Polled::Nothing;
         for s in &self.sources {
-            ran |= s.poll();
+            match s.poll() {
+                Polled::Nothing => {}
+                Polled::Ran if out == Polled::Nothing => out = Polled::Ran,
+                Polled::Ran => {}
+                Polled::Queued => out = Polled::Queued,
+            }
         }
-        ran
+        out
     }
 
     /// Whether some source has work in flight that arrives without a wake-up: the worker
     /// then never parks.
     fn sources_busy(&self) -> bool {
         self.sources.iter().any(|s| s.busy())
+    }
+
+    /// Whether some source expects work from outside (a [`super::Poller`]).
+    fn sources_expecting(&self) -> bool {
+        self.sources.iter().any(|s| s.has_work())
     }
 
     fn has_work(&self) -> bool {
@@ -197,10 +208,11 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         }
         polls = polls.wrapping_add(1);
         let look = polls % QUEUE_LOOK_EVERY == 0;
-        if ctx.poll_sources() {
+        let polled = ctx.poll_sources();
+        if polled != Polled::Nothing {
             idle_since = None;
             waiting = Waiting::default();
-            if !look {
+            if !look && polled == Polled::Ran {
                 continue;
             }
         } else if !look && ctx.sources_busy() {
@@ -222,8 +234,9 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         if shared.closed.load(Ordering::SeqCst) {
             break;
         }
-        if ctx.sources_busy() {
-            // An instance's next vertex arrives through its ring, with no wake-up: keep the core.
+        if ctx.sources_busy() || ctx.sources_expecting() {
+            // An instance's next vertex arrives through its ring, or work from outside (the
+            // network) through a poller, with no wake-up: keep the core, polling closely.
             waiting.spin();
             continue;
         }
@@ -276,7 +289,7 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
         let mut polls = 0u32;
         while !done() {
             polls = polls.wrapping_add(1);
-            if ctx.poll_sources() && polls % QUEUE_LOOK_EVERY != 0 {
+            if ctx.poll_sources() == Polled::Ran && polls % QUEUE_LOOK_EVERY != 0 {
                 continue;
             }
             match ctx.find() {
