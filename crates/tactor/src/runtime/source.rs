@@ -126,12 +126,17 @@ pub(crate) fn for_worker(
     w: usize,
 ) -> (Rc<Mailbox>, Vec<Rc<dyn Source>>) {
     let mailbox = Rc::new(Mailbox::new(rings.clone(), w));
-    let mut sources: Vec<Rc<dyn Source>> = vec![mailbox.clone()];
-    sources.extend(pollers.iter().map(|p| {
-        Rc::new(External {
-            poller: p.clone(),
-            worker: w,
-        }) as Rc<dyn Source>
-    }));
+    // Pollers first: what they find often goes to the mailbox (an instance's external
+    // precondition), which then runs it in the same pass.
+    let mut sources: Vec<Rc<dyn Source>> = pollers
+        .iter()
+        .map(|p| {
+            Rc::new(External {
+                poller: p.clone(),
+                worker: w,
+            }) as Rc<dyn Source>
+        })
+        .collect();
+    sources.push(mailbox.clone());
     (mailbox, sources)
 }
