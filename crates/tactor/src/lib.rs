@@ -70,6 +70,7 @@
 //! assert_eq!(n.load(SeqCst), 4);
 //! ```
 
+pub mod actor;
 mod countdown;
 mod event;
 mod failure;

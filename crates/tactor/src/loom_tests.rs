@@ -211,3 +211,55 @@ fn loom_ring_hands_each_message_over_once_in_order_with_its_data() {
         producer.join().unwrap();
     });
 }
+
+/// The selector termination protocol on two PEs: PE 0 sends one request to PE 1 (mailbox 0),
+/// whose handler buffers a reply to PE 0 (mailbox 1, fed by 0) and hands it over when mailbox
+/// 0 has terminated. Neither PE may see a mailbox terminated before its messages were handled:
+/// each must end having handled exactly what was sent to it.
+#[test]
+fn loom_selector_termination_is_never_early() {
+    use crate::actor::termination::Termination;
+    loom::model(|| {
+        let term = Arc::new(Termination::new(2, 2));
+        // Inboxes: (mailbox, message) per PE.
+        let inbox: Arc<[Mutex<VecDeque<usize>>; 2]> =
+            Arc::new([Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())]);
+        let pe = |me: usize, term: Arc<Termination>, inbox: Arc<[Mutex<VecDeque<usize>>; 2]>| {
+            move || {
+                if me == 0 {
+                    term.sent(0, 1);
+                    lock(&inbox[1]).push_back(0);
+                }
+                term.done(0);
+                let (mut handled, mut reply, mut done1) = ([0usize; 2], false, false);
+                loop {
+                    let m = lock(&inbox[me]).pop_front();
+                    if let Some(mailbox) = m {
+                        handled[mailbox] += 1;
+                        if mailbox == 0 {
+                            reply = true; // buffered, not yet handed over
+                        }
+                        term.processed(mailbox, 1);
+                    }
+                    if !done1 && term.terminated(0) {
+                        if reply {
+                            term.sent(1, 1);
+                            lock(&inbox[0]).push_back(1);
+                        }
+                        term.done(1);
+                        done1 = true;
+                    }
+                    if term.terminated(0) && term.terminated(1) {
+                        return handled;
+                    }
+                    thread::yield_now();
+                }
+            }
+        };
+        let t = thread::spawn(pe(1, term.clone(), inbox.clone()));
+        let h0 = pe(0, term, inbox)();
+        let h1 = t.join().unwrap();
+        assert_eq!(h0, [0, 1], "PE 0 handles the reply");
+        assert_eq!(h1, [1, 0], "PE 1 handles the request");
+    });
+}

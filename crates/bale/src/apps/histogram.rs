@@ -1,0 +1,127 @@
+//! Histogram: every PE adds 1 to `updates` random entries of a table distributed over the
+//! PEs (`table` entries each). One message per update, to the entry's owner.
+
+use super::{table_bytes, Outcome};
+use crate::rng::Stream;
+use std::time::Instant;
+use tactor::actor::{self, Handler, Lambdas, Outbox, Spec};
+use tactor::Runtime;
+
+/// Sizes per PE, and the seed.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Updates each PE makes.
+    pub updates: u64,
+    /// Table entries each PE owns.
+    pub table: u64,
+    /// Seed of the random streams.
+    pub seed: u64,
+}
+
+/// Global entry `g` lives on PE `g % pes` at `g / pes`.
+#[inline]
+fn place(g: u64, pes: usize) -> (usize, usize) {
+    ((g % pes as u64) as usize, (g / pes as u64) as usize)
+}
+
+/// A PE's part of the table; a message is a local index.
+struct Counts(Vec<u64>);
+
+impl Handler<u32> for Counts {
+    #[inline]
+    fn process(&mut self, _mailbox: usize, i: u32, _from: usize, _out: &mut Outbox<'_, u32>) {
+        self.0[i as usize] += 1;
+    }
+}
+
+fn check(p: &Params, pes: usize, tables: &[Vec<u64>]) -> Result<(), String> {
+    let mut want = vec![vec![0u64; p.table as usize]; pes];
+    for pe in 0..pes {
+        let mut s = Stream::new(p.seed, pe);
+        for _ in 0..p.updates {
+            let (o, i) = place(s.below(p.table * pes as u64), pes);
+            want[o][i] += 1;
+        }
+    }
+    for (pe, (got, want)) in tables.iter().zip(&want).enumerate() {
+        if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+            return Err(format!(
+                "histogram: PE {pe} entry {i} counts {} updates, expected {}",
+                got[i], want[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate(p: &Params, pes: usize) -> Result<(), String> {
+    if p.table == 0 || p.table > u64::from(u32::MAX) {
+        return Err(format!(
+            "-T {}: the table needs 1 to {} entries per PE",
+            p.table,
+            u32::MAX
+        ));
+    }
+    table_bytes(p.table, pes, "a table of").map(|_| ())
+}
+
+/// Histogram on a selector with a typed handler.
+pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    validate(p, pes)?;
+    let states = (0..pes)
+        .map(|_| Counts(vec![0; p.table as usize]))
+        .collect();
+    let start = Instant::now();
+    let out = actor::run(rt, &Spec::new(1), states, |pe| {
+        let mut s = Stream::new(p.seed, pe.pe());
+        let total = p.table * pes as u64;
+        for _ in 0..p.updates {
+            let (o, i) = place(s.below(total), pes);
+            pe.send(0, i as u32, o);
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
+    check(p, pes, &tables)?;
+    let ops = p.updates * pes as u64;
+    Ok(Outcome::new(
+        "histogram",
+        "selector",
+        pes,
+        seconds,
+        ops,
+        "updates",
+    ))
+}
+
+/// Histogram with closures as messages (the seed's lambda style).
+pub fn lambda(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    validate(p, pes)?;
+    let states = (0..pes)
+        .map(|_| Lambdas(vec![0u64; p.table as usize]))
+        .collect();
+    let start = Instant::now();
+    let out = actor::run(rt, &Spec::new(1), states, |pe| {
+        let mut s = Stream::new(p.seed, pe.pe());
+        let total = p.table * pes as u64;
+        for _ in 0..p.updates {
+            let (o, i) = place(s.below(total), pes);
+            let i = i as u32;
+            pe.send(0, move |t: &mut Vec<u64>| t[i as usize] += 1, o);
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
+    check(p, pes, &tables)?;
+    let ops = p.updates * pes as u64;
+    Ok(Outcome::new(
+        "histogram",
+        "lambda",
+        pes,
+        seconds,
+        ops,
+        "updates",
+    ))
+}

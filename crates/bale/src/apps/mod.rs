@@ -1,0 +1,73 @@
+//! The apps, each on the selector API, each checking its answer against a serial replay of
+//! the same random streams.
+
+pub mod histogram;
+pub mod index_gather;
+
+use serde::Serialize;
+
+/// What one run of an app measured and whether its answer was right.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// The app.
+    pub app: &'static str,
+    /// How it was written (`selector`, `lambda`, ...).
+    pub model: &'static str,
+    /// PEs (workers of the process).
+    pub pes: usize,
+    /// Seconds the parallel part took.
+    pub seconds: f64,
+    /// Operations done in all (updates, requests, ...).
+    pub operations: u64,
+    /// What an operation is, for the rate.
+    pub unit: &'static str,
+    /// Millions of operations per second.
+    pub rate_millions: f64,
+}
+
+impl Outcome {
+    /// An outcome of `operations` done in `seconds`.
+    pub fn new(
+        app: &'static str,
+        model: &'static str,
+        pes: usize,
+        seconds: f64,
+        operations: u64,
+        unit: &'static str,
+    ) -> Outcome {
+        Outcome {
+            app,
+            model,
+            pes,
+            seconds,
+            operations,
+            unit,
+            rate_millions: operations as f64 / seconds.max(1e-12) / 1e6,
+        }
+    }
+}
+
+/// Bytes of `entries` `u64`-sized values, or an error naming what does not fit.
+pub fn table_bytes(entries_per_pe: u64, pes: usize, what: &str) -> Result<u64, String> {
+    entries_per_pe
+        .checked_mul(pes as u64)
+        .and_then(|n| n.checked_mul(8))
+        .filter(|&b| b <= available_memory())
+        .ok_or_else(|| {
+            format!(
+                "{what} {entries_per_pe} per PE × {pes} PEs does not fit in this machine's memory"
+            )
+        })
+}
+
+/// Bytes of memory available (MemAvailable), or unbounded where it cannot be read.
+fn available_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(u64::MAX, |kib| kib.saturating_mul(1024))
+}

@@ -1,0 +1,142 @@
+//! `bale`: run a Bale mini-app on Tactor's selectors and print its time and rate.
+
+// mimalloc: aggregation hands whole buffers between threads, freed on the receiving side.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use bale::apps::{self, histogram, index_gather, Outcome};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "bale",
+    version,
+    about = "The Bale mini-apps on Tactor's actors and selectors (one PE per worker), each checking its answer"
+)]
+struct Cli {
+    #[command(subcommand)]
+    app: App,
+}
+
+#[derive(Subcommand)]
+enum App {
+    /// Every PE adds 1 to -n random entries of a table of -T entries per PE
+    Histogram {
+        /// Updates per PE
+        #[arg(short = 'n', default_value_t = 1_000_000)]
+        updates: u64,
+        /// Table entries per PE
+        #[arg(short = 'T', default_value_t = 1000)]
+        table: u64,
+        /// How the handler is written
+        #[arg(long, value_enum, default_value_t = Model::Selector)]
+        model: Model,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Every PE reads -n random entries of a table of -T entries per PE (request, then reply)
+    Ig {
+        /// Requests per PE
+        #[arg(short = 'n', default_value_t = 1_000_000)]
+        requests: u64,
+        /// Table entries per PE
+        #[arg(short = 'T', default_value_t = 100_000)]
+        table: u64,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Model {
+    /// A typed handler
+    Selector,
+    /// Closures as messages (the seed's lambda style)
+    Lambda,
+}
+
+#[derive(Args)]
+struct Common {
+    /// PEs (worker threads of this process); default: the cores this process may use
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pes: Option<u64>,
+    /// Seed of the random streams
+    #[arg(short = 's', long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of a line
+    #[arg(long)]
+    json: bool,
+}
+
+fn runtime(c: &Common) -> Result<tactor::Runtime, String> {
+    let pes = c.pes.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |p| p as usize,
+    );
+    tactor::Runtime::builder()
+        .workers(pes)
+        .build()
+        .map_err(|e| format!("could not start {pes} PEs: {e}"))
+}
+
+fn run(cli: Cli) -> Result<(Outcome, bool), String> {
+    match cli.app {
+        App::Histogram {
+            updates,
+            table,
+            model,
+            common,
+        } => {
+            let rt = runtime(&common)?;
+            let p = histogram::Params {
+                updates,
+                table,
+                seed: common.seed,
+            };
+            let o = match model {
+                Model::Selector => histogram::selector(&rt, &p)?,
+                Model::Lambda => histogram::lambda(&rt, &p)?,
+            };
+            Ok((o, common.json))
+        }
+        App::Ig {
+            requests,
+            table,
+            common,
+        } => {
+            let rt = runtime(&common)?;
+            let p = index_gather::Params {
+                requests,
+                table,
+                seed: common.seed,
+            };
+            Ok((index_gather::selector(&rt, &p)?, common.json))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok((o, json)) => {
+            if json {
+                println!("{}", serde_json::to_string(&o).expect("plain data"));
+            } else {
+                print_line(&o);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_line(o: &apps::Outcome) {
+    println!(
+        "{} ({}, {} PEs): {:.4} s, {:.2} M {}/s, {} {} checked",
+        o.app, o.model, o.pes, o.seconds, o.rate_millions, o.unit, o.operations, o.unit
+    );
+}

@@ -1,0 +1,437 @@
+//! Actors and selectors (the HClib-Actor model, seed 003): a selector has mailboxes, each PE
+//! holds one part of it (its state and a handler), and `send(mailbox, msg, pe)` delivers a
+//! message to that PE's handler — asynchronously, aggregated per destination, never refused
+//! for lack of space. A mailbox terminates when every PE said it sends no more to it and every
+//! message sent to it was handled; a mailbox that only handlers send to closes by itself once
+//! the mailboxes feeding it terminated ([`Spec::fed_by`]).
+//!
+//! **A PE is a worker** of the runtime (in one process; on several ranks, a worker of a rank):
+//! a PE's handler runs only on its worker, so its state needs no lock, and two workers of one
+//! process are two PEs that exchange messages through memory, as ranks do through the
+//! network. This first slice runs in one process.
+//!
+//! **Aggregation.** A PE keeps one buffer per (mailbox, destination PE), about
+//! [`BUFFER_BYTES`] long, and hands a full buffer to the destination's inbox as one batch; it
+//! flushes every buffer when it runs out of incoming work, and a mailbox's buffers when it is
+//! done with that mailbox. Handlers are generic (`H: Handler<M>`), so a handler written as a
+//! closure message ([`Lambdas`]) compiles to the same code as a typed one.
+//!
+//! ```
+//! use tactor::actor::{self, Handler, Outbox, Spec};
+//! use tactor::Runtime;
+//!
+//! /// A histogram: each PE owns 4 counters; message = counter index on the owner.
+//! struct Counts(Vec<u64>);
+//! impl Handler<u32> for Counts {
+//!     fn process(&mut self, _mailbox: usize, i: u32, _from: usize, _out: &mut Outbox<'_, u32>) {
+//!         self.0[i as usize] += 1;
+//!     }
+//! }
+//!
+//! let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+//! let states = (0..2).map(|_| Counts(vec![0; 4])).collect();
+//! let out = actor::run(&rt, &Spec::new(1), states, |pe| {
+//!     for k in 0..100u32 {
+//!         pe.send(0, k % 4, (k as usize / 4) % pe.pes());
+//!     }
+//! });
+//! let total: u64 = out.iter().flat_map(|c| c.0.iter()).sum();
+//! assert_eq!(total, 200);
+//! ```
+
+pub(crate) mod termination;
+
+use crate::runtime::Placement;
+use crate::Runtime;
+use crossbeam_deque::{Injector, Steal};
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use termination::Termination;
+
+/// Bytes of messages a PE gathers for one destination before handing them over (Conveyors
+/// uses about 10 kB per link).
+pub const BUFFER_BYTES: usize = 8192;
+
+/// A selector's mailboxes and how each closes.
+///
+/// ```
+/// // Mailbox 0 closes when every PE's program returned; mailbox 1 (replies sent by mailbox
+/// // 0's handlers) when mailbox 0 terminated.
+/// let spec = tactor::actor::Spec::new(2).fed_by(1, &[0]);
+/// assert_eq!(spec.mailboxes(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Spec {
+    feeders: Vec<Option<Vec<usize>>>,
+}
+
+impl Spec {
+    /// `mailboxes` mailboxes, each closed when every PE's program returned (or called
+    /// [`Pe::done`] on it).
+    pub fn new(mailboxes: usize) -> Spec {
+        Spec {
+            feeders: vec![None; mailboxes],
+        }
+    }
+
+    /// Mailbox `mailbox` receives only from the handlers of `feeders`, and closes by itself
+    /// once they terminated.
+    ///
+    /// # Panics
+    /// If a mailbox index is out of range, or `mailbox` feeds itself.
+    pub fn fed_by(mut self, mailbox: usize, feeders: &[usize]) -> Spec {
+        let n = self.feeders.len();
+        assert!(mailbox < n, "no mailbox {mailbox} in a selector of {n}");
+        for &f in feeders {
+            assert!(f < n, "no mailbox {f} in a selector of {n}");
+            assert_ne!(f, mailbox, "mailbox {f} cannot feed itself");
+        }
+        self.feeders[mailbox] = Some(feeders.to_vec());
+        self
+    }
+
+    /// Number of mailboxes.
+    pub fn mailboxes(&self) -> usize {
+        self.feeders.len()
+    }
+
+    /// Whether handlers of mailbox `from` may send to mailbox `to`.
+    fn feeds(&self, from: usize, to: usize) -> bool {
+        self.feeders[to].as_ref().is_some_and(|f| f.contains(&from))
+    }
+}
+
+/// What a PE does with a message: `process` runs on the PE's worker, one message at a time.
+pub trait Handler<M>: Send {
+    /// Handles `msg`, sent to `mailbox` of this PE by PE `from`; may send through `out` to
+    /// the mailboxes `mailbox` feeds.
+    fn process(&mut self, mailbox: usize, msg: M, from: usize, out: &mut Outbox<'_, M>);
+}
+
+/// A handler whose messages are closures run on the receiving PE's state: the seed's lambda
+/// style. Each call site's closure is its own type, so this compiles to the same code as a
+/// typed handler.
+///
+/// ```
+/// use tactor::actor::{self, Lambdas, Spec};
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let states = (0..2).map(|_| Lambdas(0u64)).collect();
+/// let out = actor::run(&rt, &Spec::new(1), states, |pe| {
+///     for k in 1..=10u64 {
+///         pe.send(0, move |sum: &mut u64| *sum += k, 0);
+///     }
+/// });
+/// assert_eq!(out[0].0, 110);
+/// ```
+pub struct Lambdas<S>(pub S);
+
+impl<S: Send, F: FnOnce(&mut S) + Send> Handler<F> for Lambdas<S> {
+    #[inline]
+    fn process(&mut self, _mailbox: usize, msg: F, _from: usize, _out: &mut Outbox<'_, F>) {
+        msg(&mut self.0)
+    }
+}
+
+/// A batch of messages for one mailbox of one PE.
+struct Batch<M> {
+    mailbox: u32,
+    from: u32,
+    msgs: Vec<M>,
+}
+
+/// What the PEs of one selector share.
+struct World<M> {
+    spec: Spec,
+    pes: usize,
+    inboxes: Vec<Injector<Batch<M>>>,
+    term: Termination,
+    /// A PE panicked: the others stop waiting for termination.
+    failed: AtomicBool,
+}
+
+/// A PE's outgoing buffers, one per (mailbox, destination).
+struct Buffers<M> {
+    bufs: Vec<Vec<M>>,
+    cap: usize,
+}
+
+/// How a handler sends: into its PE's buffers.
+pub struct Outbox<'a, M> {
+    world: &'a World<M>,
+    bufs: &'a mut Buffers<M>,
+    me: usize,
+    /// The mailbox whose handler is running (sends go only where it feeds).
+    from: Option<usize>,
+}
+
+impl<M: Send> Outbox<'_, M> {
+    /// Sends `msg` to mailbox `mailbox` of PE `pe`.
+    ///
+    /// # Panics
+    /// If `pe` or `mailbox` is out of range, or (in a handler) `mailbox` is not fed by the
+    /// handler's mailbox: its termination could not count the message.
+    #[inline]
+    pub fn send(&mut self, mailbox: usize, msg: M, pe: usize) {
+        let w = self.world;
+        assert!(
+            pe < w.pes,
+            "send to PE {pe}, but the selector has {}",
+            w.pes
+        );
+        if let Some(from) = self.from {
+            assert!(
+                w.spec.feeds(from, mailbox),
+                "a handler of mailbox {from} sent to mailbox {mailbox}, which is not declared fed by it (Spec::fed_by)"
+            );
+        }
+        let i = mailbox * w.pes + pe;
+        let buf = &mut self.bufs.bufs[i];
+        buf.push(msg);
+        if buf.len() >= self.bufs.cap {
+            flush(w, self.bufs, self.me, mailbox, pe);
+        }
+    }
+
+    /// Number of PEs.
+    pub fn pes(&self) -> usize {
+        self.world.pes
+    }
+
+    /// This PE.
+    pub fn pe(&self) -> usize {
+        self.me
+    }
+}
+
+/// Hands the buffer for (`mailbox`, `pe`) to `pe` as one batch, counted first.
+fn flush<M: Send>(w: &World<M>, bufs: &mut Buffers<M>, me: usize, mailbox: usize, pe: usize) {
+    let i = mailbox * w.pes + pe;
+    if bufs.bufs[i].is_empty() {
+        return;
+    }
+    let msgs = std::mem::replace(&mut bufs.bufs[i], Vec::with_capacity(bufs.cap));
+    w.term.sent(mailbox, msgs.len());
+    w.inboxes[pe].push(Batch {
+        mailbox: mailbox as u32,
+        from: me as u32,
+        msgs,
+    });
+}
+
+/// One PE's side of a selector, given to the PE's program.
+pub struct Pe<'a, M, H> {
+    world: &'a World<M>,
+    bufs: Buffers<M>,
+    state: H,
+    me: usize,
+    done: Vec<bool>,
+    _m: PhantomData<M>,
+}
+
+impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
+    /// This PE.
+    pub fn pe(&self) -> usize {
+        self.me
+    }
+
+    /// Number of PEs.
+    pub fn pes(&self) -> usize {
+        self.world.pes
+    }
+
+    /// This PE's state.
+    pub fn state(&mut self) -> &mut H {
+        &mut self.state
+    }
+
+    /// Sends `msg` to mailbox `mailbox` of PE `pe`; a full buffer is handed over, and the
+    /// messages that arrived meanwhile are handled (so that no PE's inbox grows without
+    /// bound while everyone sends).
+    ///
+    /// # Panics
+    /// If `pe` or `mailbox` is out of range, or this PE already called [`Pe::done`] on it.
+    #[inline]
+    pub fn send(&mut self, mailbox: usize, msg: M, pe: usize) {
+        assert!(
+            !self.done[mailbox],
+            "PE {} sent to mailbox {mailbox} after done",
+            self.me
+        );
+        let mut out = Outbox {
+            world: self.world,
+            bufs: &mut self.bufs,
+            me: self.me,
+            from: None,
+        };
+        out.send(mailbox, msg, pe);
+        if self.bufs.bufs[mailbox * self.world.pes + pe].is_empty() {
+            // The buffer was just handed over: a good moment to handle what arrived.
+            self.yield_now();
+        }
+    }
+
+    /// Handles the messages that arrived for this PE (the seed's `yield`): user code that
+    /// sends in a long loop interleaves with message processing through it.
+    pub fn yield_now(&mut self) -> bool {
+        let mut any = false;
+        while let Some(b) = pop(&self.world.inboxes[self.me]) {
+            self.handle(b);
+            any = true;
+        }
+        any
+    }
+
+    fn handle(&mut self, b: Batch<M>) {
+        let mailbox = b.mailbox as usize;
+        let n = b.msgs.len();
+        let mut out = Outbox {
+            world: self.world,
+            bufs: &mut self.bufs,
+            me: self.me,
+            from: Some(mailbox),
+        };
+        for m in b.msgs {
+            self.state.process(mailbox, m, b.from as usize, &mut out);
+        }
+        self.world.term.processed(mailbox, n);
+    }
+
+    /// This PE sends no more to `mailbox`: its buffers for it are handed over.
+    pub fn done(&mut self, mailbox: usize) {
+        if self.done[mailbox] {
+            return;
+        }
+        for pe in 0..self.world.pes {
+            flush(self.world, &mut self.bufs, self.me, mailbox, pe);
+        }
+        self.done[mailbox] = true;
+        self.world.term.done(mailbox);
+    }
+
+    fn flush_all(&mut self) {
+        for m in 0..self.world.spec.mailboxes() {
+            for pe in 0..self.world.pes {
+                flush(self.world, &mut self.bufs, self.me, m, pe);
+            }
+        }
+    }
+
+    /// After the program returned: handles messages until every mailbox terminated, closing
+    /// the program's mailboxes at once and each fed mailbox when its feeders terminated.
+    fn finish(&mut self) {
+        let spec = &self.world.spec;
+        for m in 0..spec.mailboxes() {
+            if spec.feeders[m].is_none() {
+                self.done(m);
+            }
+        }
+        let mut idle = 0u32;
+        loop {
+            if self.yield_now() {
+                idle = 0;
+            } else {
+                // Out of incoming work: hand over what was gathered.
+                self.flush_all();
+                idle = idle.saturating_add(1);
+            }
+            let mut all = true;
+            for m in 0..spec.mailboxes() {
+                if !self.done[m] {
+                    let feeders = spec.feeders[m]
+                        .as_ref()
+                        .expect("program mailboxes are done");
+                    if feeders.iter().all(|&f| self.world.term.terminated(f)) {
+                        self.done(m);
+                    }
+                }
+                all &= self.world.term.terminated(m);
+            }
+            if all || self.world.failed.load(Ordering::Relaxed) {
+                return;
+            }
+            if idle > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+fn pop<M>(q: &Injector<Batch<M>>) -> Option<Batch<M>> {
+    loop {
+        match q.steal() {
+            Steal::Success(b) => return Some(b),
+            Steal::Empty => return None,
+            Steal::Retry => {}
+        }
+    }
+}
+
+/// Runs a selector collectively: one PE per worker of `rt`, PE `p` starting from
+/// `states[p]`, each running `program` (which sends and may call [`Pe::done`]), then handling
+/// messages until every mailbox terminated. Returns the PEs' final states.
+///
+/// # Panics
+/// If `states` does not hold one state per worker, or a PE panicked (the others then stop
+/// waiting for termination).
+pub fn run<M, H, F>(rt: &Runtime, spec: &Spec, states: Vec<H>, program: F) -> Vec<H>
+where
+    M: Send,
+    H: Handler<M>,
+    F: Fn(&mut Pe<'_, M, H>) + Sync,
+{
+    let pes = rt.workers();
+    assert_eq!(states.len(), pes, "one state per PE (worker)");
+    let world = World {
+        spec: spec.clone(),
+        pes,
+        inboxes: (0..pes).map(|_| Injector::new()).collect(),
+        term: Termination::new(spec.mailboxes(), pes),
+        failed: AtomicBool::new(false),
+    };
+    let cap = (BUFFER_BYTES / std::mem::size_of::<M>().max(1)).max(1);
+    let results: Vec<Mutex<Option<H>>> = (0..pes).map(|_| Mutex::new(None)).collect();
+    let world = &world;
+    let program = &program;
+    let results_ref = &results;
+    rt.scope(|s| {
+        for (me, state) in states.into_iter().enumerate() {
+            s.launch(Placement::Worker(me), &[], move |_| {
+                let mut pe = Pe {
+                    world,
+                    bufs: Buffers {
+                        bufs: (0..world.spec.mailboxes() * pes)
+                            .map(|_| Vec::with_capacity(cap))
+                            .collect(),
+                        cap,
+                    },
+                    state,
+                    me,
+                    done: vec![false; world.spec.mailboxes()],
+                    _m: PhantomData,
+                };
+                let ran = catch_unwind(AssertUnwindSafe(|| {
+                    program(&mut pe);
+                    pe.finish();
+                }));
+                if let Err(p) = ran {
+                    world.failed.store(true, Ordering::Relaxed);
+                    resume_unwind(p);
+                }
+                *results_ref[me].lock().unwrap_or_else(|p| p.into_inner()) = Some(pe.state);
+            });
+        }
+    })
+    .expect("a PE of the selector failed");
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .expect("every PE finished")
+        })
+        .collect()
+}
