@@ -4,4 +4,5 @@
 //! per worker.
 
 pub mod apps;
+pub mod baseline;
 pub mod rng;

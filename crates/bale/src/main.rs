@@ -43,6 +43,9 @@ enum App {
         /// Table entries per PE
         #[arg(short = 'T', default_value_t = 100_000)]
         table: u64,
+        /// How it is written (no lambda version)
+        #[arg(long, value_enum, default_value_t = Model::Selector)]
+        model: Model,
         #[command(flatten)]
         common: Common,
     },
@@ -50,10 +53,14 @@ enum App {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Model {
-    /// A typed handler
+    /// A selector with a typed handler
     Selector,
-    /// Closures as messages (the seed's lambda style)
+    /// A selector with closures as messages (the seed's lambda style)
     Lambda,
+    /// Baseline: one remote operation (atomic, get) per update
+    Agp,
+    /// Baseline: bulk-synchronous exchange of per-destination buffers
+    Exstack,
 }
 
 #[derive(Args)]
@@ -97,21 +104,32 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             let o = match model {
                 Model::Selector => histogram::selector(&rt, &p)?,
                 Model::Lambda => histogram::lambda(&rt, &p)?,
+                Model::Agp => histogram::agp(&rt, &p)?,
+                Model::Exstack => histogram::exstack(&rt, &p)?,
             };
             Ok((o, common.json))
         }
         App::Ig {
             requests,
             table,
+            model,
             common,
         } => {
-            let rt = runtime(&common)?;
             let p = index_gather::Params {
                 requests,
                 table,
                 seed: common.seed,
             };
-            Ok((index_gather::selector(&rt, &p)?, common.json))
+            let run = match model {
+                Model::Selector => index_gather::selector,
+                Model::Agp => index_gather::agp,
+                Model::Exstack => index_gather::exstack,
+                Model::Lambda => {
+                    return Err("--model lambda: ig has no lambda version (histogram has)".into())
+                }
+            };
+            let rt = runtime(&common)?;
+            Ok((run(&rt, &p)?, common.json))
         }
     }
 }

@@ -22,7 +22,11 @@ fn every_app_checks_out_on_one_two_and_three_pes() {
             for app in [
                 "histogram -n 20000 -T 37",
                 "histogram -n 20000 -T 37 --model lambda",
+                "histogram -n 20000 -T 37 --model agp",
+                "histogram -n 20000 -T 37 --model exstack",
                 "ig -n 20000 -T 53",
+                "ig -n 20000 -T 53 --model agp",
+                "ig -n 20000 -T 53 --model exstack",
                 "histogram -n 0 -T 5",
                 "ig -n 1 -T 1",
             ] {
@@ -55,6 +59,7 @@ fn bad_input_is_one_line() {
         ("histogram --pes 0", "--pes"),
         ("histogram -n x", "-n"),
         ("nosuchapp", "nosuchapp"),
+        ("ig --model lambda", "no lambda"),
     ] {
         let (ok, _, err) = bale(args);
         assert!(!ok, "{args} was accepted");

@@ -125,3 +125,100 @@ pub fn lambda(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         "updates",
     ))
 }
+
+/// Runs `body(pe)` on every worker of `rt` (one PE each), like the selector's PEs.
+pub(crate) fn on_pes(rt: &Runtime, body: impl Fn(usize) + Sync) {
+    let body = &body;
+    rt.scope(|s| {
+        for pe in 0..rt.workers() {
+            s.launch(tactor::Placement::Worker(pe), &[], move |_| body(pe));
+        }
+    })
+    .expect("a PE failed");
+}
+
+/// Histogram in the AGP model: one atomic add on the owner's table per update.
+pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let pes = rt.workers();
+    validate(p, pes)?;
+    let tables: Vec<Vec<AtomicU64>> = (0..pes)
+        .map(|_| (0..p.table).map(|_| AtomicU64::new(0)).collect())
+        .collect();
+    let start = Instant::now();
+    on_pes(rt, |me| {
+        let mut s = Stream::new(p.seed, me);
+        let total = p.table * pes as u64;
+        for _ in 0..p.updates {
+            let (o, i) = place(s.below(total), pes);
+            tables[o][i].fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let tables: Vec<Vec<u64>> = tables
+        .into_iter()
+        .map(|t| t.into_iter().map(AtomicU64::into_inner).collect())
+        .collect();
+    check(p, pes, &tables)?;
+    let ops = p.updates * pes as u64;
+    Ok(Outcome::new(
+        "histogram",
+        "agp",
+        pes,
+        seconds,
+        ops,
+        "updates",
+    ))
+}
+
+/// Histogram in the exstack style: per-destination buffers exchanged in bulk-synchronous
+/// phases.
+pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    validate(p, pes)?;
+    let ex = crate::baseline::Exstack::<u32>::new(pes);
+    let cap = crate::baseline::CAPACITY / 4;
+    let tables: Vec<std::sync::Mutex<Vec<u64>>> = (0..pes)
+        .map(|_| std::sync::Mutex::new(vec![0; p.table as usize]))
+        .collect();
+    let start = Instant::now();
+    on_pes(rt, |me| {
+        let mut table = tables[me].lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = Stream::new(p.seed, me);
+        let total = p.table * pes as u64;
+        let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); pes], Vec::new());
+        let mut left = p.updates;
+        loop {
+            while left > 0 {
+                let (o, i) = place(s.below(total), pes);
+                out[o].push(i as u32);
+                left -= 1;
+                if out[o].len() == cap {
+                    break;
+                }
+            }
+            let more = ex.exchange(me, &mut out, &mut inbox, left > 0);
+            for i in inbox.drain(..) {
+                table[i as usize] += 1;
+            }
+            if !more {
+                break;
+            }
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let tables: Vec<Vec<u64>> = tables
+        .into_iter()
+        .map(|t| t.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    check(p, pes, &tables)?;
+    let ops = p.updates * pes as u64;
+    Ok(Outcome::new(
+        "histogram",
+        "exstack",
+        pes,
+        seconds,
+        ops,
+        "updates",
+    ))
+}

@@ -2,8 +2,11 @@
 //! PEs (`table` entries each, entry `g` holding `-(g + 1)`): a request to the owner, whose
 //! handler replies to the requester (a reply mailbox that closes by itself).
 
+use super::histogram::on_pes;
 use super::{table_bytes, Outcome};
+use crate::baseline::{Exstack, CAPACITY};
 use crate::rng::Stream;
+use std::sync::Mutex;
 use std::time::Instant;
 use tactor::actor::{self, Handler, Outbox, Spec};
 use tactor::Runtime;
@@ -44,9 +47,7 @@ impl Handler<Msg> for Pe {
     }
 }
 
-/// Index-gather on a selector: requests in mailbox 0, replies in mailbox 1.
-pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
-    let pes = rt.workers();
+fn validate(p: &Params, pes: usize) -> Result<(), String> {
     if p.table == 0 || p.table > u64::from(u32::MAX) {
         return Err(format!(
             "-T {}: the table needs 1 to {} entries per PE",
@@ -61,12 +62,61 @@ pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
             u32::MAX
         ));
     }
-    table_bytes(p.table + 2 * p.requests, pes, "a table and targets of")?;
+    table_bytes(p.table + 2 * p.requests, pes, "a table and targets of").map(|_| ())
+}
+
+/// The value of global entry `g`.
+fn value(g: u64) -> i64 {
+    -(g as i64 + 1)
+}
+
+/// The initial table of PE `pe`: entry `j` is global entry `j * pes + pe`.
+fn table(p: &Params, pes: usize, pe: usize) -> Vec<i64> {
+    (0..p.table)
+        .map(|j| value(j * pes as u64 + pe as u64))
+        .collect()
+}
+
+/// Global entry `g` lives on PE `g % pes` at `g / pes`.
+fn place(g: u64, pes: usize) -> (usize, u32) {
+    ((g % pes as u64) as usize, (g / pes as u64) as u32)
+}
+
+fn check(p: &Params, pes: usize, got: &[Vec<i64>]) -> Result<(), String> {
+    for (pe, got) in got.iter().enumerate() {
+        let mut s = Stream::new(p.seed, pe);
+        let total = p.table * pes as u64;
+        for (slot, &v) in got.iter().enumerate() {
+            let want = value(s.below(total));
+            if v != want {
+                return Err(format!(
+                    "index-gather: PE {pe} request {slot} got {v}, expected {want}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn outcome(p: &Params, model: &'static str, pes: usize, start: Instant) -> Outcome {
+    let seconds = start.elapsed().as_secs_f64();
+    Outcome::new(
+        "index-gather",
+        model,
+        pes,
+        seconds,
+        p.requests * pes as u64,
+        "requests",
+    )
+}
+
+/// Index-gather on a selector: requests in mailbox 0, replies in mailbox 1.
+pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    validate(p, pes)?;
     let states = (0..pes)
         .map(|pe| Pe {
-            table: (0..p.table)
-                .map(|j| -((j * pes as u64 + pe as u64) as i64 + 1))
-                .collect(),
+            table: table(p, pes, pe),
             got: vec![0; p.requests as usize],
         })
         .collect();
@@ -76,34 +126,97 @@ pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         let mut s = Stream::new(p.seed, pe.pe());
         let total = p.table * pes as u64;
         for slot in 0..p.requests {
-            let g = s.below(total);
+            let (owner, index) = place(s.below(total), pes);
             let req = Msg::Request {
-                index: (g / pes as u64) as u32,
+                index,
                 slot: slot as u32,
             };
-            pe.send(0, req, (g % pes as u64) as usize);
+            pe.send(0, req, owner);
         }
     });
-    let seconds = start.elapsed().as_secs_f64();
-    for (pe, st) in out.iter().enumerate() {
-        let mut s = Stream::new(p.seed, pe);
+    let o = outcome(p, "selector", pes, start);
+    let got: Vec<Vec<i64>> = out.into_iter().map(|s| s.got).collect();
+    check(p, pes, &got)?;
+    Ok(o)
+}
+
+/// Each PE's targets, filled by `fill(pe, targets)` on the PEs.
+fn gather_on_pes(
+    rt: &Runtime,
+    p: &Params,
+    fill: impl Fn(usize, &mut [i64]) + Sync,
+) -> Vec<Vec<i64>> {
+    let got: Vec<Mutex<Vec<i64>>> = (0..rt.workers())
+        .map(|_| Mutex::new(vec![0; p.requests as usize]))
+        .collect();
+    on_pes(rt, |me| {
+        let mut g = got[me].lock().unwrap_or_else(|e| e.into_inner());
+        fill(me, &mut g);
+    });
+    got.into_iter()
+        .map(|g| g.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect()
+}
+
+/// Index-gather in the AGP model: one read of the owner's table per request.
+pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    validate(p, pes)?;
+    let tables: Vec<Vec<i64>> = (0..pes).map(|pe| table(p, pes, pe)).collect();
+    let start = Instant::now();
+    let got = gather_on_pes(rt, p, |me, got| {
+        let mut s = Stream::new(p.seed, me);
         let total = p.table * pes as u64;
-        for (slot, &v) in st.got.iter().enumerate() {
-            let want = -(s.below(total) as i64 + 1);
-            if v != want {
-                return Err(format!(
-                    "index-gather: PE {pe} request {slot} got {v}, expected {want}"
-                ));
+        for slot in got.iter_mut() {
+            let (owner, index) = place(s.below(total), pes);
+            *slot = tables[owner][index as usize];
+        }
+    });
+    let o = outcome(p, "agp", pes, start);
+    check(p, pes, &got)?;
+    Ok(o)
+}
+
+/// Index-gather in the exstack style: each phase exchanges a buffer of requests per
+/// destination, then the replies to them.
+pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    validate(p, pes)?;
+    let tables: Vec<Vec<i64>> = (0..pes).map(|pe| table(p, pes, pe)).collect();
+    // Request: (index, slot, requester); reply: (value, slot).
+    let requests = Exstack::<(u32, u32, u32)>::new(pes);
+    let replies = Exstack::<(i64, u32)>::new(pes);
+    let cap = CAPACITY / 12;
+    let start = Instant::now();
+    let got = gather_on_pes(rt, p, |me, got| {
+        let mut s = Stream::new(p.seed, me);
+        let total = p.table * pes as u64;
+        let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); pes], Vec::new());
+        let (mut back, mut answers) = (vec![Vec::with_capacity(cap); pes], Vec::new());
+        let mut slot = 0u64;
+        loop {
+            while slot < p.requests {
+                let (owner, index) = place(s.below(total), pes);
+                out[owner].push((index, slot as u32, me as u32));
+                slot += 1;
+                if out[owner].len() == cap {
+                    break;
+                }
+            }
+            let more = requests.exchange(me, &mut out, &mut inbox, slot < p.requests);
+            for (index, sl, from) in inbox.drain(..) {
+                back[from as usize].push((tables[me][index as usize], sl));
+            }
+            replies.exchange(me, &mut back, &mut answers, false);
+            for (v, sl) in answers.drain(..) {
+                got[sl as usize] = v;
+            }
+            if !more {
+                break;
             }
         }
-    }
-    let ops = p.requests * pes as u64;
-    Ok(Outcome::new(
-        "index-gather",
-        "selector",
-        pes,
-        seconds,
-        ops,
-        "requests",
-    ))
+    });
+    let o = outcome(p, "exstack", pes, start);
+    check(p, pes, &got)?;
+    Ok(o)
 }

@@ -54,6 +54,10 @@ use termination::Termination;
 /// uses about 10 kB per link).
 pub const BUFFER_BYTES: usize = 8192;
 
+/// Empty polls of its inbox after which a PE that finished its program hands over its
+/// partly filled buffers.
+const IDLE_FLUSH: u32 = 16;
+
 /// A selector's mailboxes and how each closes.
 ///
 /// ```
@@ -332,9 +336,12 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
             if self.yield_now() {
                 idle = 0;
             } else {
-                // Out of incoming work: hand over what was gathered.
-                self.flush_all();
                 idle = idle.saturating_add(1);
+                // Out of incoming work for a while: hand over what was gathered. (At once
+                // would send a batch per message handled while the others still send.)
+                if idle % IDLE_FLUSH == 0 {
+                    self.flush_all();
+                }
             }
             let mut all = true;
             for m in 0..spec.mailboxes() {
