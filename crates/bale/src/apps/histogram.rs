@@ -54,14 +54,13 @@ fn check(p: &Params, pes: usize, tables: &[Vec<u64>]) -> Result<(), String> {
     Ok(())
 }
 
+fn outcome(p: &Params, model: &'static str, pes: usize, seconds: f64) -> Outcome {
+    let ops = p.updates * pes as u64;
+    Outcome::new("histogram", model, pes, seconds, ops, "updates")
+}
+
 fn validate(p: &Params, pes: usize) -> Result<(), String> {
-    if p.table == 0 || p.table > u64::from(u32::MAX) {
-        return Err(format!(
-            "-T {}: the table needs 1 to {} entries per PE",
-            p.table,
-            u32::MAX
-        ));
-    }
+    super::check_table(p.table)?;
     table_bytes(p.table, pes, "a table of").map(|_| ())
 }
 
@@ -84,15 +83,7 @@ pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let seconds = start.elapsed().as_secs_f64();
     let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
     check(p, pes, &tables)?;
-    let ops = p.updates * pes as u64;
-    Ok(Outcome::new(
-        "histogram",
-        "selector",
-        pes,
-        seconds,
-        ops,
-        "updates",
-    ))
+    Ok(outcome(p, "selector", pes, seconds))
 }
 
 /// Histogram with closures as messages (the seed's lambda style).
@@ -115,15 +106,7 @@ pub fn lambda(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let seconds = start.elapsed().as_secs_f64();
     let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
     check(p, pes, &tables)?;
-    let ops = p.updates * pes as u64;
-    Ok(Outcome::new(
-        "histogram",
-        "lambda",
-        pes,
-        seconds,
-        ops,
-        "updates",
-    ))
+    Ok(outcome(p, "lambda", pes, seconds))
 }
 
 /// Runs `body(pe)` on every worker of `rt` (one PE each), like the selector's PEs.
@@ -160,15 +143,7 @@ pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         .map(|t| t.into_iter().map(AtomicU64::into_inner).collect())
         .collect();
     check(p, pes, &tables)?;
-    let ops = p.updates * pes as u64;
-    Ok(Outcome::new(
-        "histogram",
-        "agp",
-        pes,
-        seconds,
-        ops,
-        "updates",
-    ))
+    Ok(outcome(p, "agp", pes, seconds))
 }
 
 /// Histogram in the exstack style: per-destination buffers exchanged in bulk-synchronous
@@ -212,13 +187,5 @@ pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         .map(|t| t.into_inner().unwrap_or_else(|e| e.into_inner()))
         .collect();
     check(p, pes, &tables)?;
-    let ops = p.updates * pes as u64;
-    Ok(Outcome::new(
-        "histogram",
-        "exstack",
-        pes,
-        seconds,
-        ops,
-        "updates",
-    ))
+    Ok(outcome(p, "exstack", pes, seconds))
 }

@@ -48,13 +48,7 @@ impl Handler<Msg> for Pe {
 }
 
 fn validate(p: &Params, pes: usize) -> Result<(), String> {
-    if p.table == 0 || p.table > u64::from(u32::MAX) {
-        return Err(format!(
-            "-T {}: the table needs 1 to {} entries per PE",
-            p.table,
-            u32::MAX
-        ));
-    }
+    super::check_table(p.table)?;
     if p.requests > u64::from(u32::MAX) {
         return Err(format!(
             "-n {}: at most {} requests per PE",

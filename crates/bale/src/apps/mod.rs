@@ -47,6 +47,17 @@ impl Outcome {
     }
 }
 
+/// A table of `entries` per PE is indexed by `u32` in messages: 1 to `u32::MAX` entries.
+pub fn check_table(entries: u64) -> Result<(), String> {
+    if entries == 0 || entries > u64::from(u32::MAX) {
+        return Err(format!(
+            "-T {entries}: the table needs 1 to {} entries per PE",
+            u32::MAX
+        ));
+    }
+    Ok(())
+}
+
 /// Bytes of `entries` `u64`-sized values, or an error naming what does not fit.
 pub fn table_bytes(entries_per_pe: u64, pes: usize, what: &str) -> Result<u64, String> {
     entries_per_pe

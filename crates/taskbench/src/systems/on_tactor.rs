@@ -2,14 +2,16 @@
 //! the network as a source of work on several ranks), keeping the first validation failure,
 //! and timing passes with the tasks the workers validated.
 
-use super::remote::Remote;
+use super::remote::{Cut, Remote};
+use super::slots::Slots;
 use super::team::Pass;
-use super::{RunConfig, RunError};
+use super::{run_shared_task, RunConfig, RunError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tactor::{Placement, Runtime};
-use taskbench_core::plan::tasks_executed_on_this_thread;
+use taskbench_core::kernel::new_scratch;
+use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
 use taskbench_core::validate::TaskError;
 
 /// A runtime with the run's workers and pinning, and on several ranks this rank's end of the
@@ -24,6 +26,65 @@ pub fn start(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError
         .build()
         .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
     Ok((rt, remote))
+}
+
+/// One graph as `tasks` and `compiled` hold it: two rows of outputs and of scratch (timestep
+/// parity), and this rank's points.
+pub struct Graph {
+    pub plan: Plan,
+    pub rows: [Slots; 2],
+    pub scratch: [Slots; 2],
+    pub cut: Cut,
+}
+
+impl Graph {
+    /// `plan`'s buffers, for `rank` under `place`.
+    pub fn new(plan: Plan, place: taskbench_core::app::Placement, rank: usize) -> Graph {
+        let g = plan.graph();
+        let width = g.max_width as usize;
+        let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
+        Graph {
+            rows: [
+                Slots::new(width, g.output_bytes_per_task),
+                Slots::new(width, g.output_bytes_per_task),
+            ],
+            scratch: [scratch(), scratch()],
+            cut: Cut::new(&plan, place, rank),
+            plan,
+        }
+    }
+
+    /// Runs task `(t, p)`, reading its inputs from the previous row and writing its output
+    /// and scratch slots of this row; a validation failure goes to `error` (and once one
+    /// happened, tasks do nothing).
+    ///
+    /// # Safety
+    /// While it runs, no other thread touches slot `p` of row `t % 2` or of scratch row
+    /// `t % 2`, and no thread writes the slots of row `(t + 1) % 2` that `(t, p)` reads: the
+    /// caller orders every earlier reader and writer of those slots before it and every later
+    /// one after it.
+    pub unsafe fn run_point(&self, t: i64, p: i64, error: &ErrorSlot) {
+        if error.failed() {
+            return;
+        }
+        let (row, prev) = (
+            &self.rows[(t % 2) as usize],
+            &self.rows[((t + 1) % 2) as usize],
+        );
+        // SAFETY: exclusive use of these two slots, by this function's contract.
+        let (out, scratch) = unsafe {
+            (
+                row.write(p as usize),
+                self.scratch[(t % 2) as usize].write(p as usize),
+            )
+        };
+        // SAFETY: slot `d` of the previous row holds `(t-1, d)`'s output and is not written
+        // while this task runs, by this function's contract.
+        let input = |d: i64| unsafe { prev.read(d as usize) };
+        if let Err(e) = run_shared_task(&self.plan, t, p, out, scratch, input) {
+            error.record(e);
+        }
+    }
 }
 
 /// How points are distributed (over this job's ranks and each rank's workers), and this

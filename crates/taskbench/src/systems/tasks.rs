@@ -20,14 +20,12 @@
 //! message; on that rank a receive task waits for the message's event (and for the readers of
 //! the slots it fills) and copies the outputs into the row, where the readers find them.
 
-use super::on_tactor::{self, ErrorSlot};
-use super::remote::{Cut, Remote};
-use super::slots::Slots;
+use super::on_tactor::{self, ErrorSlot, Graph};
+use super::remote::Remote;
 use super::team::Pass;
-use super::{check_workers, footprint, run_shared_task, RunConfig, RunError, System};
+use super::{check_workers, footprint, RunConfig, RunError, System};
 use tactor::{Event, Placement, Scope};
-use taskbench_core::app::{App, Placement as Place};
-use taskbench_core::kernel::new_scratch;
+use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
 
 /// One launched task per point, ordered only by events.
@@ -35,13 +33,6 @@ pub struct Tasks;
 
 /// Timesteps the driver launches before relaunching itself.
 const CHUNK: i64 = 4;
-
-struct Graph {
-    plan: Plan,
-    rows: [Slots; 2],
-    scratch: [Slots; 2],
-    cut: Cut,
-}
 
 /// What the tasks of one pass share.
 struct Shared<'a> {
@@ -59,54 +50,22 @@ struct Frontier {
     users: [Vec<Vec<Event>>; 2],
 }
 
-impl Graph {
-    fn new(plan: Plan, place: Place, rank: usize) -> Graph {
-        let g = plan.graph();
-        let width = g.max_width as usize;
-        let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
-        Graph {
-            rows: [
-                Slots::new(width, g.output_bytes_per_task),
-                Slots::new(width, g.output_bytes_per_task),
-            ],
-            scratch: [scratch(), scratch()],
-            cut: Cut::new(&plan, place, rank),
-            plan,
-        }
-    }
-
-    fn frontier(&self) -> Frontier {
-        let w = self.plan.graph().max_width as usize;
-        Frontier {
-            last: vec![None; w],
-            users: [vec![Vec::new(); w], vec![Vec::new(); w]],
-        }
+/// A graph's frontier before its first timestep.
+fn frontier(g: &Graph) -> Frontier {
+    let w = g.plan.graph().max_width as usize;
+    Frontier {
+        last: vec![None; w],
+        users: [vec![Vec::new(); w], vec![Vec::new(); w]],
     }
 }
 
 impl<'a> Shared<'a> {
     /// The body of task `(t, p)` of graph `gi`.
     fn run_point(&self, gi: usize, t: i64, p: i64) {
-        if self.error.failed() {
-            return;
-        }
-        let g = &self.graphs[gi];
-        let (row, prev) = (&g.rows[(t % 2) as usize], &g.rows[((t + 1) % 2) as usize]);
         // SAFETY: this task's preconditions include every task that read or wrote slot `p` of
         // this row (and of this scratch row) before, and every later reader or writer of it
-        // waits for this task's event; so nobody else touches these two slots now.
-        let (out, scratch) = unsafe {
-            (
-                row.write(p as usize),
-                g.scratch[(t % 2) as usize].write(p as usize),
-            )
-        };
-        // SAFETY: slot `d` of the previous row holds the output of `(t-1, d)`, a precondition
-        // of this task; its next writer waits for this task.
-        let input = |d: i64| unsafe { prev.read(d as usize) };
-        if let Err(e) = run_shared_task(&g.plan, t, p, out, scratch, input) {
-            self.error.record(e);
-        }
+        // waits for this task's event; the inputs' next writers wait for it too.
+        unsafe { self.graphs[gi].run_point(t, p, &self.error) }
     }
 
     /// Launches timestep `t` of graph `gi`.
@@ -310,7 +269,7 @@ impl System for Tasks {
         };
         let sh = &sh;
         on_tactor::passes(&rt, &sh.error, remote.as_deref(), || {
-            let frontiers = graphs.iter().map(Graph::frontier).collect();
+            let frontiers = graphs.iter().map(frontier).collect();
             rt.scope(|s| {
                 s.launch(Placement::Any, &[], move |s| {
                     drive(sh, s, 0, steps, frontiers)

@@ -19,16 +19,14 @@
 
 mod chunk;
 
-use super::on_tactor::{self, ErrorSlot};
-use super::remote::{Cut, Remote};
-use super::slots::Slots;
+use super::on_tactor::{self, ErrorSlot, Graph};
+use super::remote::Remote;
 use super::team::Pass;
-use super::{check_workers, footprint, run_shared_task, RunConfig, RunError, System};
+use super::{check_workers, footprint, RunConfig, RunError, System};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Placement, Runtime, Scope, Subgraph};
 use taskbench_core::app::App;
-use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
 
 /// Subgraphs compiled from the graphs' repeating body, chained instance after instance.
@@ -48,17 +46,9 @@ const MAX_SHAPES: usize = 16;
 /// A point of a graph in a vertex: (index into the chain's graphs, point).
 type Item = (usize, i64);
 
-/// One graph's buffers and this rank's points of it.
-struct Data {
-    plan: Plan,
-    rows: [Slots; 2],
-    scratch: [Slots; 2],
-    cut: Cut,
-}
-
 /// What every vertex of every chain reaches.
 struct Shared {
-    graphs: Vec<Data>,
+    graphs: Vec<Graph>,
     error: Arc<ErrorSlot>,
     remote: Option<Arc<Remote>>,
     /// Per graph, the chain it runs in (the stream its messages travel on).
@@ -74,26 +64,10 @@ impl Shared {
     }
 
     fn run_point(&self, g: usize, t: i64, p: i64) {
-        if self.error.failed() {
-            return;
-        }
-        let d = &self.graphs[g];
-        let (row, prev) = (&d.rows[(t % 2) as usize], &d.rows[((t + 1) % 2) as usize]);
         // SAFETY: the subgraph orders every earlier reader and writer of slot `p` of this row
         // (and scratch row) before this task, and every later one after it (see `chunk`);
         // across chunks the external conditions carry the same order.
-        let (out, scratch) = unsafe {
-            (
-                row.write(p as usize),
-                d.scratch[(t % 2) as usize].write(p as usize),
-            )
-        };
-        // SAFETY: slot `d` of the previous row holds `(t-1, d)`'s output, which precedes this
-        // task; its next writer comes after this task.
-        let input = |q: i64| unsafe { prev.read(q as usize) };
-        if let Err(e) = run_shared_task(&d.plan, t, p, out, scratch, input) {
-            self.error.record(e);
-        }
+        unsafe { self.graphs[g].run_point(t, p, &self.error) }
     }
 
     /// Bytes of the outputs of `points`, and their count.
@@ -280,22 +254,6 @@ fn run_chain<'s>(s: &Scope<'s>, chain: &'s Mutex<Chain<'s>>, done: &'s Mutex<Vec
     }
 }
 
-/// One graph's buffers, empty.
-fn data(plan: Plan, place: taskbench_core::app::Placement, rank: usize) -> Data {
-    let g = plan.graph();
-    let width = g.max_width as usize;
-    let scratch = || Slots::filled(width, &new_scratch(g.scratch_bytes_per_task));
-    Data {
-        rows: [
-            Slots::new(width, g.output_bytes_per_task),
-            Slots::new(width, g.output_bytes_per_task),
-        ],
-        scratch: [scratch(), scratch()],
-        cut: Cut::new(&plan, place, rank),
-        plan,
-    }
-}
-
 /// Instances of one chain in flight at once.
 const AHEAD: usize = 3;
 
@@ -340,7 +298,10 @@ impl System for Compiled {
             }
         }
         let sh = Arc::new(Shared {
-            graphs: plans.into_iter().map(|p| data(p, place, rank)).collect(),
+            graphs: plans
+                .into_iter()
+                .map(|p| Graph::new(p, place, rank))
+                .collect(),
             error: error.clone(),
             remote: remote.clone(),
             stream,
