@@ -48,6 +48,10 @@
 //! assert_eq!(sum.load(SeqCst), 111);
 //! ```
 //!
+//! The third face, [`actor`]: selectors whose mailboxes take messages sent to a PE (a
+//! worker), aggregated per destination, with termination detected per mailbox; a selector's
+//! end is an [`Event`] like a task's ([`actor::launch`]).
+//!
 //! A compiled subgraph, instantiated twice, the second instance after the first:
 //!
 //! ```

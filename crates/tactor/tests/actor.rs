@@ -203,3 +203,44 @@ fn a_send_termination_cannot_count_is_refused() {
         "the rogue send must fail the selector, not hang it"
     );
 }
+
+#[test]
+fn a_launched_selector_composes_with_tasks_and_reports_a_panicking_pe() {
+    use tactor::actor::Lambdas;
+    use tactor::{Placement, UserEvent};
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    // Starts only after its precondition; its completion releases a task.
+    let go = UserEvent::new();
+    let states = (0..2).map(|_| Lambdas(0u64)).collect();
+    let sel = actor::launch(&rt, &Spec::new(1), states, &[go.event()], |pe| {
+        for k in 0..1000u64 {
+            pe.send(0, move |n: &mut u64| *n += k, (k % 2) as usize);
+        }
+    });
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = seen.clone();
+    let after = rt.launch(
+        Placement::Any,
+        std::slice::from_ref(&sel.completion),
+        move || s2.store(true, std::sync::atomic::Ordering::SeqCst),
+    );
+    assert!(!sel.completion.has_triggered());
+    go.trigger().unwrap();
+    after.wait().unwrap();
+    assert!(seen.load(std::sync::atomic::Ordering::SeqCst));
+    let out = sel.wait().unwrap();
+    let evens: u64 = (0..1000u64).filter(|k| k % 2 == 0).sum();
+    assert_eq!(out[0].0, 2 * evens);
+    assert_eq!(out[1].0, 2 * ((0..1000u64).sum::<u64>() - evens));
+
+    // A PE that panics poisons the completion; the other PE stops waiting.
+    let states = (0..2).map(|_| Lambdas(0u64)).collect();
+    let sel = actor::launch(&rt, &Spec::new(1), states, &[], |pe| {
+        if pe.pe() == 1 {
+            panic!("PE 1 gives up");
+        }
+        pe.send(0, |n: &mut u64| *n += 1, 1);
+    });
+    let err = sel.wait().err().expect("the selector failed");
+    assert!(err.to_string().contains("PE 1 gives up"), "{err}");
+}

@@ -42,12 +42,12 @@
 pub(crate) mod termination;
 
 use crate::runtime::Placement;
-use crate::Runtime;
+use crate::{Event, Handle, Runtime, TaskFailed};
 use crossbeam_deque::{Injector, Steal};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use termination::Termination;
 
 /// Bytes of messages a PE gathers for one destination before handing them over (Conveyors
@@ -377,9 +377,51 @@ fn pop<M>(q: &Injector<Batch<M>>) -> Option<Batch<M>> {
     }
 }
 
+impl<M: Send> World<M> {
+    fn new(spec: &Spec, pes: usize) -> World<M> {
+        World {
+            spec: spec.clone(),
+            pes,
+            inboxes: (0..pes).map(|_| Injector::new()).collect(),
+            term: Termination::new(spec.mailboxes(), pes),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// PE `me`'s whole life: its program, then messages until every mailbox terminated.
+    /// Returns its final state; a panic marks the selector failed (the other PEs stop) and
+    /// goes on unwinding.
+    fn pe<H: Handler<M>>(&self, me: usize, state: H, program: impl FnOnce(&mut Pe<'_, M, H>)) -> H {
+        let cap = (BUFFER_BYTES / std::mem::size_of::<M>().max(1)).max(1);
+        let mut pe = Pe {
+            world: self,
+            bufs: Buffers {
+                bufs: (0..self.spec.mailboxes() * self.pes)
+                    .map(|_| Vec::with_capacity(cap))
+                    .collect(),
+                cap,
+            },
+            state,
+            me,
+            done: vec![false; self.spec.mailboxes()],
+            _m: PhantomData,
+        };
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            program(&mut pe);
+            pe.finish();
+        }));
+        if let Err(p) = ran {
+            self.failed.store(true, Ordering::Relaxed);
+            resume_unwind(p);
+        }
+        pe.state
+    }
+}
+
 /// Runs a selector collectively: one PE per worker of `rt`, PE `p` starting from
 /// `states[p]`, each running `program` (which sends and may call [`Pe::done`]), then handling
-/// messages until every mailbox terminated. Returns the PEs' final states.
+/// messages until every mailbox terminated. Returns the PEs' final states. (See [`launch`]
+/// for a selector that starts after events and whose end is an event.)
 ///
 /// # Panics
 /// If `states` does not hold one state per worker, or a PE panicked (the others then stop
@@ -392,43 +434,14 @@ where
 {
     let pes = rt.workers();
     assert_eq!(states.len(), pes, "one state per PE (worker)");
-    let world = World {
-        spec: spec.clone(),
-        pes,
-        inboxes: (0..pes).map(|_| Injector::new()).collect(),
-        term: Termination::new(spec.mailboxes(), pes),
-        failed: AtomicBool::new(false),
-    };
-    let cap = (BUFFER_BYTES / std::mem::size_of::<M>().max(1)).max(1);
+    let world = World::new(spec, pes);
     let results: Vec<Mutex<Option<H>>> = (0..pes).map(|_| Mutex::new(None)).collect();
-    let world = &world;
-    let program = &program;
-    let results_ref = &results;
+    let (world, program, results_ref) = (&world, &program, &results);
     rt.scope(|s| {
         for (me, state) in states.into_iter().enumerate() {
             s.launch(Placement::Worker(me), &[], move |_| {
-                let mut pe = Pe {
-                    world,
-                    bufs: Buffers {
-                        bufs: (0..world.spec.mailboxes() * pes)
-                            .map(|_| Vec::with_capacity(cap))
-                            .collect(),
-                        cap,
-                    },
-                    state,
-                    me,
-                    done: vec![false; world.spec.mailboxes()],
-                    _m: PhantomData,
-                };
-                let ran = catch_unwind(AssertUnwindSafe(|| {
-                    program(&mut pe);
-                    pe.finish();
-                }));
-                if let Err(p) = ran {
-                    world.failed.store(true, Ordering::Relaxed);
-                    resume_unwind(p);
-                }
-                *results_ref[me].lock().unwrap_or_else(|p| p.into_inner()) = Some(pe.state);
+                let state = world.pe(me, state, program);
+                *results_ref[me].lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
             });
         }
     })
@@ -441,4 +454,88 @@ where
                 .expect("every PE finished")
         })
         .collect()
+}
+
+/// A selector launched with [`launch`]: its completion event, and the PEs' states once it
+/// completed.
+pub struct Selection<H> {
+    /// Triggers when every mailbox terminated on every PE (poisoned if a PE panicked or a
+    /// precondition was poisoned).
+    pub completion: Event,
+    results: Arc<Vec<Mutex<Option<H>>>>,
+}
+
+impl<H> Selection<H> {
+    /// Waits for the completion event, then gives the PEs' final states.
+    pub fn wait(self) -> Result<Vec<H>, TaskFailed> {
+        self.completion.wait()?;
+        // Each PE stored its state before its task's event triggered; the tasks themselves
+        // may still hold their `Arc` for a moment, so take the states out rather than unwrap.
+        Ok(self
+            .results
+            .iter()
+            .map(|r| {
+                r.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .expect("every PE finished")
+            })
+            .collect())
+    }
+}
+
+/// Like [`run`], but the selector starts once `after` have triggered and its end is an
+/// [`Event`], so that it composes with tasks and compiled subgraphs.
+///
+/// ```
+/// use tactor::actor::{self, Lambdas, Spec};
+/// use tactor::{Placement, Runtime};
+///
+/// let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let ready = rt.launch(Placement::Any, &[], || ());
+/// let states = (0..2).map(|_| Lambdas(0u64)).collect();
+/// let sel = actor::launch(&rt, &Spec::new(1), states, &[ready], |pe| {
+///     pe.send(0, |n: &mut u64| *n += 1, 1 - pe.pe());
+/// });
+/// let after = rt.launch(Placement::Any, &[sel.completion.clone()], || ());
+/// after.wait().unwrap();
+/// let out = sel.wait().unwrap();
+/// assert_eq!((out[0].0, out[1].0), (1, 1));
+/// ```
+///
+/// # Panics
+/// If `states` does not hold one state per worker.
+pub fn launch<M, H, F>(
+    rt: &Handle,
+    spec: &Spec,
+    states: Vec<H>,
+    after: &[Event],
+    program: F,
+) -> Selection<H>
+where
+    M: Send + 'static,
+    H: Handler<M> + 'static,
+    F: Fn(&mut Pe<'_, M, H>) + Send + Sync + 'static,
+{
+    let pes = rt.workers();
+    assert_eq!(states.len(), pes, "one state per PE (worker)");
+    let world = Arc::new(World::new(spec, pes));
+    let program = Arc::new(program);
+    let results: Arc<Vec<Mutex<Option<H>>>> =
+        Arc::new((0..pes).map(|_| Mutex::new(None)).collect());
+    let done: Vec<Event> = states
+        .into_iter()
+        .enumerate()
+        .map(|(me, state)| {
+            let (world, program, results) = (world.clone(), program.clone(), results.clone());
+            rt.launch(Placement::Worker(me), after, move || {
+                let state = world.pe(me, state, &*program);
+                *results[me].lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+            })
+        })
+        .collect();
+    Selection {
+        completion: Event::merge(&done),
+        results,
+    }
 }
