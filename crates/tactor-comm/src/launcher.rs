@@ -1,4 +1,5 @@
-//! Whether this process was started by an MPI launcher, and as which rank.
+//! Whether this process was started by an MPI launcher, and as which rank; and a private
+//! session directory for launching one.
 
 /// The job size and this process's rank as an MPI launcher (Open MPI's `mpirun`, MPICH/Hydra's
 /// `mpiexec`) announces them in the environment, or `None` when the process was
@@ -22,4 +23,30 @@ pub fn job() -> Option<(usize, usize)> {
         .iter()
         .find_map(|(size, rank)| Some((read(size)?, read(rank)?)))
         .filter(|&(size, rank)| size > 0 && rank < size)
+}
+
+/// Makes `cmd` (an Open MPI `mpirun`) keep its session files in a directory of its own, so
+/// that several `mpirun`s may run at once (tests run in parallel). Open MPI 4 keeps every job
+/// of a user under one `/tmp/ompi.<host>.<uid>` and a job that ends removes it, while one that
+/// starts may be creating its own files there: the starting job then fails in `orte_init`
+/// ("A call to mkdir was unable to create the desired directory"). Returns the directory, to
+/// remove once the job ended.
+///
+/// ```
+/// let mut cmd = std::process::Command::new("mpirun");
+/// let dir = tactor_comm::launcher::private_session(&mut cmd).unwrap();
+/// assert!(dir.is_dir());
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub fn private_session(cmd: &mut std::process::Command) -> std::io::Result<std::path::PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tactor-mpirun-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir)?;
+    cmd.env("OMPI_MCA_orte_tmpdir_base", &dir);
+    Ok(dir)
 }

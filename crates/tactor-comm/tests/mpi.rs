@@ -14,7 +14,9 @@ fn under_mpirun(test: &str, ranks: usize, body: impl FnOnce()) {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let out = Command::new("mpirun")
+    let mut cmd = Command::new("mpirun");
+    let session = tactor_comm::launcher::private_session(&mut cmd).unwrap();
+    let out = cmd
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .args(["--oversubscribe", "-np", &ranks.to_string()])
@@ -22,6 +24,7 @@ fn under_mpirun(test: &str, ranks: usize, body: impl FnOnce()) {
         .args(["--exact", test, "--nocapture", "--test-threads", "1"])
         .output()
         .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)");
+    let _ = std::fs::remove_dir_all(session);
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(

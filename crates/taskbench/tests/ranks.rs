@@ -3,12 +3,15 @@
 //! bad input said once, and faults that end every rank.
 #![cfg(feature = "mpi")]
 
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// `mpirun` for `np` ranks of taskbench, exporting `env` to every rank.
-fn mpirun(np: usize, env: &[(&str, &str)]) -> Command {
+/// `mpirun` for `np` ranks of taskbench, exporting `env` to every rank, and its private
+/// session directory (tests run several `mpirun`s at once), to remove after the job.
+fn mpirun(np: usize, env: &[(&str, &str)]) -> (Command, PathBuf) {
     let mut c = Command::new("mpirun");
+    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .args(["--oversubscribe", "-np", &np.to_string()]);
@@ -16,14 +19,17 @@ fn mpirun(np: usize, env: &[(&str, &str)]) -> Command {
         c.env(k, v).args(["-x", k]);
     }
     c.arg(env!("CARGO_BIN_EXE_taskbench"));
-    c
+    (c, session)
 }
 
 fn run(np: usize, args: &str, env: &[(&str, &str)]) -> Output {
-    mpirun(np, env)
+    let (mut c, session) = mpirun(np, env);
+    let out = c
         .args(args.split_whitespace())
         .output()
-        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
+        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)");
+    let _ = std::fs::remove_dir_all(session);
+    out
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -249,7 +255,8 @@ fn a_killed_rank_ends_the_job() {
 }
 
 fn killed_rank_ends_the_job(system: &str) {
-    let mut child = mpirun(2, &[])
+    let (mut c, session) = mpirun(2, &[]);
+    let mut child = c
         .args(
             "-steps 100000000 -width 4 -type stencil_1d -kernel compute_bound -iter 1000 -worker 1 -system"
                 .split(' '),
@@ -303,4 +310,5 @@ fn killed_rank_ends_the_job(system: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = std::fs::remove_dir_all(session);
 }
