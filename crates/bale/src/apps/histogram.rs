@@ -1,7 +1,7 @@
 //! Histogram: every PE adds 1 to `updates` random entries of a table distributed over the
 //! PEs (`table` entries each). One message per update, to the entry's owner.
 
-use super::{table_bytes, Outcome};
+use super::{on_pes, table_bytes, Outcome};
 use crate::rng::Stream;
 use std::time::Instant;
 use tactor::actor::{self, Handler, Lambdas, Outbox, Spec};
@@ -107,17 +107,6 @@ pub fn lambda(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
     check(p, pes, &tables)?;
     Ok(outcome(p, "lambda", pes, seconds))
-}
-
-/// Runs `body(pe)` on every worker of `rt` (one PE each), like the selector's PEs.
-pub(crate) fn on_pes(rt: &Runtime, body: impl Fn(usize) + Sync) {
-    let body = &body;
-    rt.scope(|s| {
-        for pe in 0..rt.workers() {
-            s.launch(tactor::Placement::Worker(pe), &[], move |_| body(pe));
-        }
-    })
-    .expect("a PE failed");
 }
 
 /// Histogram in the AGP model: one atomic add on the owner's table per update.

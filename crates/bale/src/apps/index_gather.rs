@@ -2,8 +2,7 @@
 //! PEs (`table` entries each, entry `g` holding `-(g + 1)`): a request to the owner, whose
 //! handler replies to the requester (a reply mailbox that closes by itself).
 
-use super::histogram::on_pes;
-use super::{table_bytes, Outcome};
+use super::{on_pes, table_bytes, Outcome};
 use crate::baseline::{Exstack, CAPACITY};
 use crate::rng::Stream;
 use std::sync::Mutex;

@@ -5,6 +5,7 @@ pub mod histogram;
 pub mod index_gather;
 
 use serde::Serialize;
+use tactor::Runtime;
 
 /// What one run of an app measured and whether its answer was right.
 #[derive(Clone, Debug, Serialize)]
@@ -81,4 +82,15 @@ fn available_memory() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         })
         .map_or(u64::MAX, |kib| kib.saturating_mul(1024))
+}
+
+/// Runs `body(pe)` on every worker of `rt` (one PE each), like the selector's PEs.
+pub(crate) fn on_pes(rt: &Runtime, body: impl Fn(usize) + Sync) {
+    let body = &body;
+    rt.scope(|s| {
+        for pe in 0..rt.workers() {
+            s.launch(tactor::Placement::Worker(pe), &[], move |_| body(pe));
+        }
+    })
+    .expect("a PE failed");
 }

@@ -44,7 +44,6 @@ pub(crate) mod termination;
 use crate::runtime::Placement;
 use crate::{Event, Handle, Runtime, TaskFailed};
 use crossbeam_deque::{Injector, Steal};
-use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -231,7 +230,6 @@ pub struct Pe<'a, M, H> {
     state: H,
     me: usize,
     done: Vec<bool>,
-    _m: PhantomData<M>,
 }
 
 impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
@@ -404,7 +402,6 @@ impl<M: Send> World<M> {
             state,
             me,
             done: vec![false; self.spec.mailboxes()],
-            _m: PhantomData,
         };
         let ran = catch_unwind(AssertUnwindSafe(|| {
             program(&mut pe);

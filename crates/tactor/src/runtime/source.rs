@@ -79,8 +79,9 @@ pub trait Poller: Send + Sync + 'static {
     fn expecting(&self) -> bool;
 }
 
-/// What a poll of a [`Source`] did.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// What a poll of a [`Source`] did, weakest first (several sources' polls combine to the
+/// strongest).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(crate) enum Polled {
     /// Nothing.
     Nothing,

@@ -93,12 +93,7 @@ impl WorkerCtx {
     fn poll_sources(&self) -> Polled {
         let mut out = Polled::Nothing;
         for s in &self.sources {
-            match s.poll() {
-                Polled::Nothing => {}
-                Polled::Ran if out == Polled::Nothing => out = Polled::Ran,
-                Polled::Ran => {}
-                Polled::Queued => out = Polled::Queued,
-            }
+            out = out.max(s.poll());
         }
         out
     }

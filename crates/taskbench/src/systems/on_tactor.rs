@@ -87,6 +87,17 @@ impl Graph {
     }
 }
 
+/// What must finish before a slot with these `users` (its writer, then its readers) is written
+/// again: the readers imply the writer (they read what it wrote); without readers, the writer.
+/// The rule both `tasks` (events) and `compiled` (vertices) order buffer reuse by.
+pub fn slot_guards<T>(users: &[T]) -> &[T] {
+    if users.len() > 1 {
+        &users[1..]
+    } else {
+        users
+    }
+}
+
 /// How points are distributed (over this job's ranks and each rank's workers), and this
 /// process's rank.
 pub fn placement(cfg: &RunConfig) -> (taskbench_core::app::Placement, usize) {

@@ -189,12 +189,10 @@ impl<'a> Shared<'a> {
     }
 }
 
-/// Adds to `pre` what must finish before a slot with these `users` (its writer, then its
-/// readers) may be written again: the readers imply the writer (they read what it wrote);
-/// without readers, the writer itself.
+/// Adds to `pre` what must finish before a slot with these `users` may be written again
+/// ([`on_tactor::slot_guards`]), each event once.
 fn guard(pre: &mut Vec<Event>, users: &[Event]) {
-    let guards = if users.len() > 1 { &users[1..] } else { users };
-    for e in guards {
+    for e in on_tactor::slot_guards(users) {
         if !pre.iter().any(|x| x.ptr_eq(e)) {
             pre.push(e.clone());
         }

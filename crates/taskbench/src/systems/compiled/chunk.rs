@@ -20,6 +20,7 @@
 //! carrying every graph's outputs between that pair of ranks.
 
 use super::{Chunk, Item, Shared};
+use crate::systems::on_tactor::slot_guards;
 use crate::systems::RunError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,13 +47,6 @@ struct Track {
 /// timestep done" conditions.
 pub fn conditions(width: usize) -> usize {
     3 * width
-}
-
-/// What must finish before a slot with these `users` (its writer, then its readers) is written
-/// again: the readers imply the writer (they read what it wrote); without readers, the writer.
-fn guards(users: &[Src]) -> impl Iterator<Item = Src> + '_ {
-    let g = if users.len() > 1 { &users[1..] } else { users };
-    g.iter().copied()
 }
 
 /// Adds edges from every source in `srcs` (deduplicated; drained) to `to`.
@@ -115,7 +109,7 @@ pub fn build(
             for &(j, p) in items {
                 let (plan, tr) = (&sh.graphs[members[j]].plan, &tracks[j]);
                 srcs.extend(plan.deps(t, p).iter().map(|&d| tr.last[d as usize]));
-                srcs.extend(guards(&tr.users[row * tr.width + p as usize]));
+                srcs.extend(slot_guards(&tr.users[row * tr.width + p as usize]));
             }
             let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
             let s = sh.clone();
@@ -173,7 +167,7 @@ pub fn build(
             };
             for &(j, d) in &items {
                 let tr = &tracks[j];
-                srcs.extend(guards(&tr.users[row * tr.width + d as usize]));
+                srcs.extend(slot_guards(&tr.users[row * tr.width + d as usize]));
             }
             let pre = b.precondition();
             receives.push((i, src));
