@@ -79,6 +79,7 @@ mod countdown;
 mod event;
 mod failure;
 pub mod hint;
+pub mod implicit;
 mod runtime;
 mod scope;
 mod subgraph;

@@ -4,6 +4,7 @@
 
 mod bsp;
 mod compiled;
+mod implicit;
 mod on_tactor;
 mod remote;
 mod serial;
@@ -13,6 +14,7 @@ pub mod team;
 
 pub use bsp::Bsp;
 pub use compiled::Compiled;
+pub use implicit::Implicit;
 pub use serial::Serial;
 pub use tasks::Tasks;
 pub use team::Pass;
@@ -137,6 +139,8 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(Bsp),
         Box::new(Tasks),
         Box::new(Compiled),
+        Box::new(Implicit::PLAIN),
+        Box::new(Implicit::TRACED),
     ]
 }
 
@@ -157,15 +161,30 @@ pub fn run_task<'a>(
     input: impl Fn(i64) -> &'a [u8],
 ) -> Result<(), TaskError> {
     let deps = plan.deps(t, p);
-    if deps.len() <= 8 {
-        let mut inputs: [&[u8]; 8] = [&[]; 8];
-        for (slot, &d) in inputs.iter_mut().zip(deps) {
-            *slot = input(d);
+    run_inputs(plan, t, p, output, scratch, deps.iter().map(|&d| input(d)))
+}
+
+/// Runs task `(t, p)` of `plan` on `inputs`, its dependencies' outputs in order. Gathers up to
+/// 8 inputs on the stack: the common case allocates nothing.
+#[inline]
+pub fn run_inputs<'a>(
+    plan: &Plan,
+    t: i64,
+    p: i64,
+    output: &mut [u8],
+    scratch: &mut [u8],
+    inputs: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Result<(), TaskError> {
+    if inputs.len() <= 8 {
+        let mut gathered: [&[u8]; 8] = [&[]; 8];
+        let n = inputs.len();
+        for (slot, input) in gathered.iter_mut().zip(inputs) {
+            *slot = input;
         }
-        plan.execute_point(t, p, output, &inputs[..deps.len()], scratch)
+        plan.execute_point(t, p, output, &gathered[..n], scratch)
     } else {
-        let inputs: Vec<&[u8]> = deps.iter().map(|&d| input(d)).collect();
-        plan.execute_point(t, p, output, &inputs, scratch)
+        let gathered: Vec<&[u8]> = inputs.collect();
+        plan.execute_point(t, p, output, &gathered, scratch)
     }
 }
 

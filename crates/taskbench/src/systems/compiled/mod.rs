@@ -130,7 +130,7 @@ struct Chunk {
 }
 
 /// The chunks of a chain of graphs: `(first timestep, length)`.
-fn chunks(plans: &[&Plan]) -> Vec<(i64, i64)> {
+pub(super) fn chunks(plans: &[&Plan]) -> Vec<(i64, i64)> {
     let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
     if plans.iter().any(|p| p.shapes() > MAX_SHAPES) {
         return vec![(0, steps)];

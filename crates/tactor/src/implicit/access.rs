@@ -1,0 +1,268 @@
+//! What a task declares it does to regions, and the references it gets for exactly that.
+//!
+//! A launch takes one [`Access`] value: a single access, a tuple of them, or a `Vec` of reads.
+//! The task's closure receives the matching references — `&T` for a read, `&mut T` for a
+//! write, a [`Reducer`] for a reduction — so a task cannot reach a region it did not declare,
+//! nor write one it declared for reading: the types say so.
+
+use super::region::{OpId, Reduction, Region, RegionKey};
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::MutexGuard;
+
+/// How a task uses a region.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+    ReadWrite,
+    Reduce(OpId),
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mode::Read => write!(f, "read"),
+            Mode::Write => write!(f, "write"),
+            Mode::ReadWrite => write!(f, "read-write"),
+            Mode::Reduce(op) => write!(f, "reduce ({})", op.name),
+        }
+    }
+}
+
+/// One declared access: a region and how.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Declared {
+    pub(crate) region: RegionKey,
+    pub(crate) mode: Mode,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The accesses of one task: [`Read`], [`Write`], [`ReadWrite`], [`Reduce`], tuples of up to
+/// eight of them, `()` for none, or a `Vec<Read<T>>` (a variable number of inputs).
+/// Sealed: the references a task gets are safe only because the analysis saw the declaration.
+pub trait Access: sealed::Sealed + Send + 'static {
+    /// The references the task receives.
+    type Ref<'a>;
+    #[doc(hidden)]
+    fn declare(&self, out: &mut Vec<Declared>);
+    /// The task's references.
+    ///
+    /// # Safety
+    /// The program's analysis ordered this task after every earlier conflicting access to
+    /// these regions and before every later one, and the task is running now.
+    #[doc(hidden)]
+    unsafe fn get(&self) -> Self::Ref<'_>;
+}
+
+/// Reads a region: the task gets `&T`. Made by [`read`].
+pub struct Read<T>(Region<T>);
+/// Overwrites a region: the task gets `&mut T` (its old contents, which it need not read).
+/// Made by [`write`].
+pub struct Write<T>(Region<T>);
+/// Reads and updates a region: the task gets `&mut T`. Made by [`read_write`].
+pub struct ReadWrite<T>(Region<T>);
+/// Folds values into a region with the reduction `R`: the task gets a [`Reducer`]. Made by
+/// [`reduce`].
+pub struct Reduce<R, T>(Region<T>, PhantomData<fn() -> R>);
+
+/// Declares a read of `r`.
+pub fn read<T>(r: &Region<T>) -> Read<T> {
+    Read(r.clone())
+}
+
+/// Declares a write of `r`.
+pub fn write<T>(r: &Region<T>) -> Write<T> {
+    Write(r.clone())
+}
+
+/// Declares a read-write of `r`.
+pub fn read_write<T>(r: &Region<T>) -> ReadWrite<T> {
+    ReadWrite(r.clone())
+}
+
+/// Declares a reduction into `r` with `R`. Reductions with the same operator that follow
+/// each other form a group whose tasks run in any order, one at a time.
+pub fn reduce<R: Reduction<T>, T>(r: &Region<T>) -> Reduce<R, T> {
+    Reduce(r.clone(), PhantomData)
+}
+
+/// What a reducing task gets: it can only fold values in with the declared operator.
+pub struct Reducer<'a, T, R> {
+    data: &'a mut T,
+    _exclusive: MutexGuard<'a, ()>,
+    _op: PhantomData<fn() -> R>,
+}
+
+impl<T, R: Reduction<T>> Reducer<'_, T, R> {
+    /// Folds `value` into the region.
+    pub fn apply(&mut self, value: R::Value) {
+        R::apply(self.data, value);
+    }
+}
+
+impl<T> sealed::Sealed for Read<T> {}
+impl<T: Send + Sync + 'static> Access for Read<T> {
+    type Ref<'a> = &'a T;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        out.push(Declared {
+            region: self.0.key,
+            mode: Mode::Read,
+        });
+    }
+    unsafe fn get(&self) -> &T {
+        // SAFETY: by `get`'s contract no writer of the region runs now.
+        unsafe { &*self.0.cell.value.get() }
+    }
+}
+
+impl<T> sealed::Sealed for Write<T> {}
+impl<T: Send + Sync + 'static> Access for Write<T> {
+    type Ref<'a> = &'a mut T;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        out.push(Declared {
+            region: self.0.key,
+            mode: Mode::Write,
+        });
+    }
+    unsafe fn get(&self) -> &mut T {
+        // SAFETY: by `get`'s contract no other task uses the region now, and the program
+        // refuses a launch that declares it twice.
+        unsafe { &mut *self.0.cell.value.get() }
+    }
+}
+
+impl<T> sealed::Sealed for ReadWrite<T> {}
+impl<T: Send + Sync + 'static> Access for ReadWrite<T> {
+    type Ref<'a> = &'a mut T;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        out.push(Declared {
+            region: self.0.key,
+            mode: Mode::ReadWrite,
+        });
+    }
+    unsafe fn get(&self) -> &mut T {
+        // SAFETY: as for `Write`.
+        unsafe { &mut *self.0.cell.value.get() }
+    }
+}
+
+impl<R, T> sealed::Sealed for Reduce<R, T> {}
+impl<R: Reduction<T>, T: Send + Sync + 'static> Access for Reduce<R, T> {
+    type Ref<'a> = Reducer<'a, T, R>;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        out.push(Declared {
+            region: self.0.key,
+            mode: Mode::Reduce(OpId::of::<R>()),
+        });
+    }
+    unsafe fn get(&self) -> Reducer<'_, T, R> {
+        let cell = &*self.0.cell;
+        // A reducer that panicked left a value the group's result is poisoned for anyway.
+        let guard = cell.reducing.lock().unwrap_or_else(|p| p.into_inner());
+        Reducer {
+            // SAFETY: by `get`'s contract only the tasks of this reduction group may use the
+            // region now, and they hold `reducing` while they do.
+            data: unsafe { &mut *cell.value.get() },
+            _exclusive: guard,
+            _op: PhantomData,
+        }
+    }
+}
+
+/// The regions of a `Vec<Read<T>>`, read by one task.
+pub struct Inputs<'a, T>(&'a [Read<T>]);
+
+impl<'a, T: Send + Sync + 'static> Inputs<'a, T> {
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// The `i`-th input.
+    pub fn get(&self, i: usize) -> &'a T {
+        // SAFETY: the task declared every region of the list for reading and runs now
+        // (`Inputs` exists only inside the task).
+        unsafe { self.0[i].get() }
+    }
+    /// The inputs in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a T> + '_ {
+        (0..self.0.len()).map(|i| self.get(i))
+    }
+}
+
+impl<T> sealed::Sealed for Vec<Read<T>> {}
+impl<T: Send + Sync + 'static> Access for Vec<Read<T>> {
+    type Ref<'a> = Inputs<'a, T>;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        for r in self {
+            r.declare(out);
+        }
+    }
+    unsafe fn get(&self) -> Inputs<'_, T> {
+        Inputs(self)
+    }
+}
+
+impl sealed::Sealed for () {}
+impl Access for () {
+    type Ref<'a> = ();
+    fn declare(&self, _: &mut Vec<Declared>) {}
+    unsafe fn get(&self) {}
+}
+
+macro_rules! tuple_access {
+    ($($name:ident $idx:tt),+) => {
+        impl<$($name: Access),+> sealed::Sealed for ($($name,)+) {}
+        impl<$($name: Access),+> Access for ($($name,)+) {
+            type Ref<'a> = ($($name::Ref<'a>,)+);
+            fn declare(&self, out: &mut Vec<Declared>) {
+                $(self.$idx.declare(out);)+
+            }
+            unsafe fn get(&self) -> Self::Ref<'_> {
+                // SAFETY: the tuple's accesses were declared together, under one contract.
+                unsafe { ($(self.$idx.get(),)+) }
+            }
+        }
+    };
+}
+
+tuple_access!(A 0);
+tuple_access!(A 0, B 1);
+tuple_access!(A 0, B 1, C 2);
+tuple_access!(A 0, B 1, C 2, D 3);
+tuple_access!(A 0, B 1, C 2, D 3, E 4);
+tuple_access!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_access!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_access!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+
+/// Refuses a launch that declares a region twice unless both are reads: `&mut T` beside
+/// another reference to the same `T` would be undefined behaviour, two reducers would
+/// deadlock on the group's lock.
+pub(crate) fn check_distinct(declared: &[Declared]) -> Result<(), (u32, Mode, Mode)> {
+    let clash = |a: &Declared, b: &Declared| {
+        a.region == b.region && (a.mode != Mode::Read || b.mode != Mode::Read)
+    };
+    if declared.len() <= 16 {
+        for (i, a) in declared.iter().enumerate() {
+            if let Some(b) = declared[i + 1..].iter().find(|b| clash(a, b)) {
+                return Err((a.region.index, a.mode, b.mode));
+            }
+        }
+        return Ok(());
+    }
+    let mut sorted: Vec<Declared> = declared.to_vec();
+    sorted.sort_by_key(|d| (d.region.program, d.region.index, d.mode != Mode::Read));
+    match sorted.windows(2).find(|w| clash(&w[0], &w[1])) {
+        Some(w) => Err((w[0].region.index, w[0].mode, w[1].mode)),
+        None => Ok(()),
+    }
+}

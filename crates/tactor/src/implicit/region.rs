@@ -1,0 +1,151 @@
+//! Regions: data that tasks share, owned by the runtime, reachable only through declared
+//! accesses.
+
+use std::any::TypeId;
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+/// Which region of which program: a program checks that it analyses only its own regions.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegionKey {
+    pub(crate) program: u64,
+    pub(crate) index: u32,
+}
+
+/// The storage behind a region. Tasks reach `value` only through the accesses they declared,
+/// which the program's dependence analysis orders (see `Access::get`).
+pub(crate) struct Cell<T> {
+    pub(crate) value: UnsafeCell<T>,
+    /// Held by a reducing task while it runs: reductions of one group are not ordered among
+    /// themselves, only made exclusive.
+    pub(crate) reducing: Mutex<()>,
+}
+
+// SAFETY: `value` is shared across threads only as the analysis allows: several `&T` at
+// once (readers, hence `T: Sync`) or one `&mut T` (a writer or the reducer holding
+// `reducing`, hence `T: Send`), never both.
+unsafe impl<T: Send + Sync> Sync for Cell<T> {}
+
+/// A piece of data that tasks of one [`Program`](super::Program) share: created with
+/// [`Program::region`](super::Program::region), accessed by tasks that declare it
+/// ([`read`](super::read), [`write`](super::write), [`read_write`](super::read_write),
+/// [`reduce`](super::reduce)), and read back by the program with
+/// [`Program::with`](super::Program::with). Cloning a region clones the handle, not the data.
+///
+/// ```
+/// use tactor::implicit::{read, write, Program};
+/// use tactor::{Placement, Runtime};
+///
+/// let rt = Runtime::new(2).unwrap();
+/// let mut p = Program::new(&rt);
+/// let a = p.region(vec![1, 2, 3]);
+/// let b = p.region(0);
+/// p.launch(Placement::Any, (read(&a), write(&b)), |(a, b)| *b = a.iter().sum());
+/// assert_eq!(p.with(&b, |b| *b).unwrap(), 6);
+/// ```
+pub struct Region<T> {
+    pub(crate) key: RegionKey,
+    pub(crate) cell: Arc<Cell<T>>,
+}
+
+impl<T> Clone for Region<T> {
+    fn clone(&self) -> Self {
+        Region {
+            key: self.key,
+            cell: self.cell.clone(),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Region<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Region({})", self.key.index)
+    }
+}
+
+impl<T> Region<T> {
+    /// The region's number in its program (creation order), as errors name it.
+    pub fn index(&self) -> u32 {
+        self.key.index
+    }
+}
+
+/// An associative (and commutative) update that tasks of one reduction group apply to a
+/// region in any order: `apply(apply(d, a), b)` must equal `apply(apply(d, b), a)`.
+///
+/// ```
+/// use tactor::implicit::{reduce, Program, Reduction};
+/// use tactor::{Placement, Runtime};
+///
+/// struct Max;
+/// impl Reduction<u64> for Max {
+///     type Value = u64;
+///     fn apply(data: &mut u64, value: u64) {
+///         *data = (*data).max(value);
+///     }
+/// }
+/// let rt = Runtime::new(2).unwrap();
+/// let mut p = Program::new(&rt);
+/// let m = p.region(0u64);
+/// for i in 0..10u64 {
+///     p.launch(Placement::Any, reduce::<Max, _>(&m), move |mut m| m.apply(i * 7 % 10));
+/// }
+/// assert_eq!(p.with(&m, |m| *m).unwrap(), 9);
+/// ```
+pub trait Reduction<T>: 'static {
+    /// What one update contributes.
+    type Value;
+    /// Folds `value` into `data`.
+    fn apply(data: &mut T, value: Self::Value);
+}
+
+/// Addition, for every `T: AddAssign`.
+///
+/// ```
+/// use tactor::implicit::{reduce, Program, Sum};
+/// use tactor::{Placement, Runtime};
+///
+/// let rt = Runtime::new(2).unwrap();
+/// let mut p = Program::new(&rt);
+/// let total = p.region(0u64);
+/// for i in 1..=100u64 {
+///     p.launch(Placement::Any, reduce::<Sum, _>(&total), move |mut t| t.apply(i));
+/// }
+/// assert_eq!(p.with(&total, |t| *t).unwrap(), 5050);
+/// ```
+pub struct Sum;
+
+impl<T: std::ops::AddAssign> Reduction<T> for Sum {
+    type Value = T;
+    fn apply(data: &mut T, value: T) {
+        *data += value;
+    }
+}
+
+/// A reduction operator as the analysis compares them: two reductions join one group only
+/// with the same operator.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct OpId {
+    pub(crate) id: TypeId,
+    pub(crate) name: &'static str,
+}
+
+impl PartialEq for OpId {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for OpId {}
+
+impl OpId {
+    pub(crate) fn of<R: 'static>() -> OpId {
+        OpId {
+            id: TypeId::of::<R>(),
+            name: std::any::type_name::<R>(),
+        }
+    }
+}

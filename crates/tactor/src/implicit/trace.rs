@@ -1,0 +1,454 @@
+//! Traces: a fragment of launches analysed once and replayed as instances of a compiled
+//! subgraph.
+//!
+//! Recording runs the dependence analysis on symbols: a dependence is a task of the trace, or
+//! the state a region had on entry (its current version, or everything that used it). Edges
+//! between tasks of the trace become the subgraph's edges; entry states become its external
+//! preconditions, computed afresh from the regions at every execution; the regions' states on
+//! exit (tasks of the trace, or entry states passed through) become its postconditions. An
+//! open reduction group is closed at both ends of a trace, so what a trace does never depends
+//! on whether the launches before it reduced with the same operator: conservative, and always
+//! the same graph.
+
+use super::access::Declared;
+use super::analysis::Versions;
+use super::{merged, Job};
+use crate::event::Event;
+use crate::runtime::{Handle, Placement};
+use crate::subgraph::{PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError};
+use std::any::TypeId;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+
+/// Why a trace did not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceError {
+    /// `begin_trace` while another trace is open.
+    AlreadyOpen {
+        /// The open trace.
+        open: u64,
+        /// The one asked for.
+        id: u64,
+    },
+    /// `end_trace` without an open trace.
+    NotOpen,
+    /// A launch of a replay differs from the recording (or has none at its position).
+    Mismatch {
+        /// The trace.
+        id: u64,
+        /// Position of the launch in the fragment, from 0.
+        launch: usize,
+        /// What the recording has there.
+        recorded: String,
+        /// What was launched.
+        got: String,
+    },
+    /// A replay ended with fewer launches than the recording.
+    Shorter {
+        /// The trace.
+        id: u64,
+        /// Launches recorded.
+        recorded: usize,
+        /// Launches replayed.
+        got: usize,
+    },
+    /// The recorded fragment does not compile (a task placed on a worker that does not exist).
+    Compile {
+        /// The trace.
+        id: u64,
+        /// Why.
+        error: SubgraphError,
+    },
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceError::AlreadyOpen { open, id } => {
+                write!(f, "cannot begin trace {id}: trace {open} is open")
+            }
+            TraceError::NotOpen => write!(f, "end_trace without an open trace"),
+            TraceError::Mismatch {
+                id,
+                launch,
+                recorded,
+                got,
+            } => write!(
+                f,
+                "trace {id}: launch {launch} differs from the recording: recorded {recorded}, \
+                 got {got}; the fragment did not run"
+            ),
+            TraceError::Shorter { id, recorded, got } => write!(
+                f,
+                "trace {id}: {got} launches, but the recording has {recorded}; the fragment did \
+                 not run"
+            ),
+            TraceError::Compile { id, error } => write!(f, "trace {id} does not compile: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// A dependence while recording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Sym {
+    /// Task `k` of the trace.
+    Task(u32),
+    /// The producers of region `r`'s version on entry.
+    Version(u32),
+    /// What had to finish on entry before region `r` could be replaced (its readers, or its
+    /// producers if none).
+    All(u32),
+}
+
+/// Which task a launch runs: its closure's type (compared), name and the launch site (shown).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskKind {
+    pub(crate) id: TypeId,
+    pub(crate) name: &'static str,
+    pub(crate) at: &'static Location<'static>,
+}
+
+/// What a launch of a trace is compared by.
+#[derive(Clone, Debug)]
+struct Sig {
+    kind: TaskKind,
+    placement: Placement,
+    accesses: Vec<Declared>,
+}
+
+impl fmt::Display for Sig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "task `{}` (launched at {}) on {:?}",
+            self.kind.name, self.kind.at, self.placement
+        )?;
+        for (i, d) in self.accesses.iter().enumerate() {
+            let sep = if i == 0 { " with" } else { "," };
+            write!(f, "{sep} {} region {}", d.mode, d.region.index)?;
+        }
+        if self.accesses.is_empty() {
+            write!(f, " with no accesses")?;
+        }
+        Ok(())
+    }
+}
+
+impl PartialEq for Sig {
+    fn eq(&self, other: &Sig) -> bool {
+        self.kind.id == other.kind.id
+            && self.placement == other.placement
+            && self.accesses == other.accesses
+    }
+}
+
+/// A region's state on exit, in terms of one instance's events.
+#[derive(Clone, Copy, Debug)]
+enum Out {
+    Post(PostId),
+    Entry(Sym),
+}
+
+/// A recorded trace.
+struct Recorded {
+    sigs: Vec<Sig>,
+    graph: Subgraph<Jobs>,
+    /// The external preconditions, in the subgraph's order: `Version` or `All` symbols.
+    pres: Vec<Sym>,
+    /// Each touched region's producers and readers on exit.
+    exits: Vec<(u32, Vec<Out>, Vec<Out>)>,
+}
+
+/// The closures of one execution, each taken and run once by its vertex.
+struct Jobs(Vec<Mutex<Option<Job>>>);
+
+impl Jobs {
+    fn run(&self, k: usize) {
+        let job = self.0[k].lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(job) = job {
+            job();
+        }
+    }
+}
+
+/// A trace being recorded.
+struct Recording {
+    sigs: Vec<Sig>,
+    states: HashMap<u32, Versions<Sym>>,
+    deps: Vec<Vec<Sym>>,
+    workers: Vec<usize>,
+    jobs: Vec<Job>,
+}
+
+/// A trace being replayed.
+struct Replaying {
+    recorded: Arc<Recorded>,
+    jobs: Vec<Job>,
+    error: Option<TraceError>,
+}
+
+enum Mode {
+    Recording(Recording),
+    Replaying(Replaying),
+}
+
+/// A program's traces: those recorded, and the one open.
+#[derive(Default)]
+pub(crate) struct Traces {
+    recorded: HashMap<u64, Arc<Recorded>>,
+    open: Option<(u64, Mode)>,
+    next_any: usize,
+    workers: usize,
+}
+
+impl Traces {
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    pub(crate) fn recorded(&self) -> usize {
+        self.recorded.len()
+    }
+
+    pub(crate) fn begin(&mut self, id: u64) -> Result<(), TraceError> {
+        if let Some((open, _)) = &self.open {
+            return Err(TraceError::AlreadyOpen { open: *open, id });
+        }
+        let mode = match self.recorded.get(&id) {
+            Some(r) => Mode::Replaying(Replaying {
+                recorded: r.clone(),
+                jobs: Vec::with_capacity(r.sigs.len()),
+                error: None,
+            }),
+            None => Mode::Recording(Recording {
+                sigs: Vec::new(),
+                states: HashMap::new(),
+                deps: Vec::new(),
+                workers: Vec::new(),
+                jobs: Vec::new(),
+            }),
+        };
+        self.open = Some((id, mode));
+        Ok(())
+    }
+
+    /// Records or matches one launch of the open trace.
+    pub(crate) fn launch(
+        &mut self,
+        kind: TaskKind,
+        placement: Placement,
+        declared: &[Declared],
+        job: Job,
+    ) {
+        let (id, mode) = self.open.as_mut().expect("a trace is open");
+        match mode {
+            Mode::Replaying(r) => {
+                if r.error.is_some() {
+                    return;
+                }
+                let at = r.jobs.len();
+                let matches = r.recorded.sigs.get(at).map(|s| {
+                    s.kind.id == kind.id && s.placement == placement && s.accesses == declared
+                });
+                if matches == Some(true) {
+                    r.jobs.push(job);
+                    return;
+                }
+                let got = Sig {
+                    kind,
+                    placement,
+                    accesses: declared.to_vec(),
+                };
+                r.error = Some(TraceError::Mismatch {
+                    id: *id,
+                    launch: at,
+                    recorded: r.recorded.sigs.get(at).map_or_else(
+                        || "no launch (the recording ends here)".to_string(),
+                        |s| s.to_string(),
+                    ),
+                    got: got.to_string(),
+                });
+                r.jobs.clear();
+            }
+            Mode::Recording(rec) => {
+                let k = rec.sigs.len() as u32;
+                let mut deps = Vec::new();
+                for d in declared {
+                    let r = d.region.index;
+                    let state = rec.states.entry(r).or_insert_with(|| {
+                        Versions::sealed(vec![Sym::Version(r)], vec![Sym::All(r)])
+                    });
+                    state.dependences(d.mode, &mut deps);
+                }
+                for d in declared {
+                    let state = rec.states.get_mut(&d.region.index).expect("entered above");
+                    state.record(d.mode, Sym::Task(k));
+                }
+                let worker = match placement {
+                    Placement::Worker(w) => w,
+                    Placement::Any => {
+                        self.next_any = self.next_any.wrapping_add(1);
+                        self.next_any
+                    }
+                };
+                rec.sigs.push(Sig {
+                    kind,
+                    placement,
+                    accesses: declared.to_vec(),
+                });
+                rec.deps.push(deps);
+                rec.workers.push(worker);
+                rec.jobs.push(job);
+            }
+        }
+    }
+
+    /// Ends the open trace: compiles it if it was being recorded, then runs it on `regions`'
+    /// current states and leaves them as the fragment's analysis would have. Returns the
+    /// instance's completion.
+    pub(crate) fn end(
+        &mut self,
+        handle: &Handle,
+        regions: &mut [Versions<Event>],
+    ) -> Result<Event, TraceError> {
+        let (id, mode) = self.open.take().ok_or(TraceError::NotOpen)?;
+        let (recorded, jobs) = match mode {
+            Mode::Replaying(r) => {
+                if let Some(e) = r.error {
+                    return Err(e);
+                }
+                if r.jobs.len() != r.recorded.sigs.len() {
+                    return Err(TraceError::Shorter {
+                        id,
+                        recorded: r.recorded.sigs.len(),
+                        got: r.jobs.len(),
+                    });
+                }
+                (r.recorded, r.jobs)
+            }
+            Mode::Recording(mut rec) => {
+                self.workers = handle.workers();
+                for w in rec.workers.iter_mut().zip(&rec.sigs) {
+                    if w.1.placement == Placement::Any {
+                        *w.0 %= self.workers;
+                    }
+                }
+                let jobs = std::mem::take(&mut rec.jobs);
+                let recorded = Arc::new(compile(id, handle, rec)?);
+                self.recorded.insert(id, recorded.clone());
+                (recorded, jobs)
+            }
+        };
+        Ok(run(&recorded, jobs, regions))
+    }
+}
+
+/// Builds the subgraph of a recording.
+fn compile(id: u64, handle: &Handle, rec: Recording) -> Result<Recorded, TraceError> {
+    let mut b = SubgraphBuilder::<Jobs>::new();
+    for (k, &w) in rec.workers.iter().enumerate() {
+        b.task(w, move |jobs: &Jobs| jobs.run(k));
+    }
+    let mut pres: Vec<Sym> = Vec::new();
+    let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
+    let mut seen = HashSet::new();
+    for (k, deps) in rec.deps.iter().enumerate() {
+        let task = crate::subgraph::TaskId(k as u32);
+        seen.clear();
+        for &s in deps {
+            if !seen.insert(s) {
+                continue;
+            }
+            match s {
+                Sym::Task(j) => b.edge(crate::subgraph::TaskId(j), task),
+                entry => {
+                    let pre = *pre_ids.entry(entry).or_insert_with(|| {
+                        pres.push(entry);
+                        b.precondition()
+                    });
+                    b.wait_for(pre, task);
+                }
+            }
+        }
+    }
+    let mut regions: Vec<_> = rec.states.into_iter().collect();
+    regions.sort_by_key(|(r, _)| *r);
+    let mut exits = Vec::with_capacity(regions.len());
+    for (r, state) in regions {
+        let mut side = |list: &[Sym]| {
+            let mut out = Vec::new();
+            let mut post = None;
+            let mut signalled = HashSet::new();
+            for &s in list {
+                match s {
+                    Sym::Task(k) => {
+                        let p = *post.get_or_insert_with(|| {
+                            let p = b.postcondition();
+                            out.push(Out::Post(p));
+                            p
+                        });
+                        if signalled.insert(k) {
+                            b.signal(crate::subgraph::TaskId(k), p);
+                        }
+                    }
+                    entry => out.push(Out::Entry(entry)),
+                }
+            }
+            out
+        };
+        let producers = side(&state.producers);
+        let readers = side(&state.readers);
+        exits.push((r, producers, readers));
+    }
+    let graph = b
+        .compile(handle)
+        .map_err(|error| TraceError::Compile { id, error })?;
+    Ok(Recorded {
+        sigs: rec.sigs,
+        graph,
+        pres,
+        exits,
+    })
+}
+
+/// Runs one execution of `recorded` with `jobs` after the regions' current states, and sets
+/// the states the fragment leaves.
+fn run(recorded: &Recorded, jobs: Vec<Job>, regions: &mut [Versions<Event>]) -> Event {
+    let entry = |s: Sym, regions: &[Versions<Event>]| -> Vec<Event> {
+        match s {
+            Sym::Version(r) => regions[r as usize].producers.clone(),
+            Sym::All(r) => regions[r as usize].guards().to_vec(),
+            Sym::Task(_) => unreachable!("tasks are not entry states"),
+        }
+    };
+    let pres: Vec<Event> = recorded
+        .pres
+        .iter()
+        .map(|&s| merged(&entry(s, regions)))
+        .collect();
+    let jobs = Jobs(jobs.into_iter().map(|j| Mutex::new(Some(j))).collect());
+    let instance = recorded.graph.instantiate(jobs, &pres);
+    let map = |list: &[Out], regions: &[Versions<Event>]| -> Vec<Event> {
+        let mut out = Vec::new();
+        for o in list {
+            match *o {
+                Out::Post(p) => out.push(instance.postconditions[p.0 as usize].clone()),
+                Out::Entry(s) => out.extend(entry(s, regions)),
+            }
+        }
+        out
+    };
+    let exits: Vec<(u32, Versions<Event>)> = recorded
+        .exits
+        .iter()
+        .map(|(r, p, rd)| (*r, Versions::sealed(map(p, regions), map(rd, regions))))
+        .collect();
+    for (r, state) in exits {
+        regions[r as usize] = state;
+    }
+    instance.completion
+}

@@ -1,0 +1,275 @@
+//! `implicit` and `traced`: the graph written as a sequential program on Tactor's implicit
+//! parallelism. Every point of every timestep is one launch that declares what it touches —
+//! a read of each dependency's output, a read-write of its own output slot — and the
+//! program's dependence analysis derives every edge, the write-after-read ones of buffer
+//! reuse included. Nothing in this file computes an edge.
+//!
+//! Data are regions: per graph, two rows (timestep parity) of one region per point, holding
+//! the point's output and its scratch, as `tasks` keeps them in slots.
+//!
+//! The program is issued by a driver task that analyses a few timesteps, then relaunches
+//! itself behind the fence of an earlier chunk, so launching overlaps execution and the
+//! analysis never runs far ahead.
+//!
+//! `traced` is the same program with each chunk of timesteps (the chunks of `compiled`: all
+//! graphs in lock-step, about 512 tasks, an even number of timesteps) in a trace whose id is
+//! the chunk's sequence of timestep shapes: recorded and compiled at its first execution
+//! (the warm-up pass), replayed as one compiled-subgraph instance after that. Its points are
+//! placed by the block distribution (a compiled subgraph places every task); `implicit`
+//! places them anywhere, like `tasks`.
+
+use super::on_tactor::{self, ErrorSlot};
+use super::team::Pass;
+use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::Arc;
+use tactor::implicit::{read, read_write, Program, Read, Region};
+use tactor::{Event, Handle, Placement};
+use taskbench_core::app::App;
+use taskbench_core::kernel::new_scratch;
+use taskbench_core::plan::Plan;
+
+/// The sequential program with its data declared, analysed launch by launch or traced.
+pub struct Implicit {
+    traced: bool,
+}
+
+impl Implicit {
+    /// Every launch analysed.
+    pub const PLAIN: Implicit = Implicit { traced: false };
+    /// The repeating timesteps traced.
+    pub const TRACED: Implicit = Implicit { traced: true };
+}
+
+/// Timesteps the driver of `implicit` analyses before relaunching itself.
+const CHUNK: i64 = 4;
+
+/// A point's region: its output and its scratch.
+struct Point {
+    output: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+/// What every task reaches.
+struct Ctx {
+    plans: Vec<Plan>,
+    error: ErrorSlot,
+}
+
+/// The program and its data.
+struct State {
+    program: Program,
+    /// Per graph, per row, per point.
+    regions: Vec<[Vec<Region<Point>>; 2]>,
+    /// Per graph, the worker of each point (block distribution).
+    owners: Vec<Vec<usize>>,
+    /// `traced`: the chunks, and the trace id of each.
+    chunks: Vec<(i64, i64, u64)>,
+    steps: i64,
+}
+
+impl State {
+    fn new(ctx: &Ctx, handle: &Handle, traced: bool) -> State {
+        let mut program = Program::new(handle);
+        let mut regions = Vec::new();
+        let mut owners = Vec::new();
+        for plan in &ctx.plans {
+            let g = plan.graph();
+            let mut row = || -> Vec<Region<Point>> {
+                (0..g.max_width)
+                    .map(|_| {
+                        program.region(Point {
+                            output: vec![0; g.output_bytes_per_task],
+                            scratch: new_scratch(g.scratch_bytes_per_task),
+                        })
+                    })
+                    .collect()
+            };
+            regions.push([row(), row()]);
+            owners.push(super::block_owners(handle.workers(), g.max_width));
+        }
+        let plans: Vec<&Plan> = ctx.plans.iter().collect();
+        let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
+        let mut chunks = Vec::new();
+        if traced {
+            let mut ids: HashMap<(Vec<Vec<u32>>, i64, i64), u64> = HashMap::new();
+            for (t0, len) in super::compiled::chunks(&plans) {
+                let shapes = plans
+                    .iter()
+                    .map(|p| (t0..t0 + len).filter_map(|t| p.shape_id(t)).collect())
+                    .collect();
+                let next = ids.len() as u64;
+                let id = *ids.entry((shapes, t0 % 2, len)).or_insert(next);
+                chunks.push((t0, len, id));
+            }
+        }
+        State {
+            program,
+            regions,
+            owners,
+            chunks,
+            steps,
+        }
+    }
+
+    /// Launches timestep `t` of every graph.
+    fn timestep(&mut self, ctx: &Arc<Ctx>, t: i64, traced: bool) {
+        for gi in 0..ctx.plans.len() {
+            let plan = &ctx.plans[gi];
+            if t >= plan.graph().timesteps {
+                continue;
+            }
+            let (row, prev) = ((t % 2) as usize, ((t + 1) % 2) as usize);
+            let off = plan.offset(t);
+            for p in off..off + plan.width(t) {
+                let inputs: Vec<Read<Point>> = plan
+                    .deps(t, p)
+                    .iter()
+                    .map(|&d| read(&self.regions[gi][prev][d as usize]))
+                    .collect();
+                let mine = read_write(&self.regions[gi][row][p as usize]);
+                let place = if traced {
+                    Placement::Worker(self.owners[gi][p as usize])
+                } else {
+                    Placement::Any
+                };
+                let ctx = ctx.clone();
+                self.program
+                    .launch(place, (inputs, mine), move |(inputs, me)| {
+                        if ctx.error.failed() {
+                            return;
+                        }
+                        let Point { output, scratch } = me;
+                        let plan = &ctx.plans[gi];
+                        tactor::hint::claim(&output[..]);
+                        let r = run_inputs(
+                            plan,
+                            t,
+                            p,
+                            output,
+                            scratch,
+                            inputs.iter().map(|i| &i.output[..]),
+                        );
+                        tactor::hint::share(&output[..]);
+                        if let Err(e) = r {
+                            ctx.error.record(e);
+                        }
+                    });
+            }
+        }
+    }
+}
+
+/// What the driver hands back when the program has been issued: the program, its fence, and
+/// the first error of the tracing.
+type Done = (State, Event, Option<String>);
+
+/// Issues the program from `step` (a timestep for `implicit`, a chunk index for `traced`) on,
+/// a few at a time, relaunching itself behind the fence of the batch before the last.
+fn drive(
+    ctx: Arc<Ctx>,
+    handle: Handle,
+    mut st: State,
+    step: usize,
+    traced: bool,
+    fences: [Event; 2],
+    done: mpsc::Sender<Done>,
+) {
+    let end = if traced {
+        let (t0, len, id) = st.chunks[step];
+        let r = st.program.begin_trace(id).and_then(|()| {
+            for t in t0..t0 + len {
+                st.timestep(&ctx, t, true);
+            }
+            st.program.end_trace()
+        });
+        if let Err(e) = r {
+            let fence = st.program.fence();
+            let _ = done.send((st, fence, Some(e.to_string())));
+            return;
+        }
+        step + 1 >= st.chunks.len()
+    } else {
+        let from = step as i64 * CHUNK;
+        let to = (from + CHUNK).min(st.steps);
+        for t in from..to {
+            st.timestep(&ctx, t, false);
+        }
+        to >= st.steps
+    };
+    let fence = st.program.fence();
+    if end || ctx.error.failed() {
+        let _ = done.send((st, fence, None));
+        return;
+    }
+    let [older, last] = fences;
+    let h = handle.clone();
+    handle.launch(Placement::Any, &[older], move || {
+        drive(ctx, h, st, step + 1, traced, [last, fence], done)
+    });
+}
+
+impl System for Implicit {
+    fn name(&self) -> &'static str {
+        if self.traced {
+            "traced"
+        } else {
+            "implicit"
+        }
+    }
+
+    fn about(&self) -> &'static str {
+        if self.traced {
+            "Tactor's implicit parallelism with each chunk of timesteps traced: analysed once, \
+             replayed as a compiled subgraph"
+        } else {
+            "Tactor's implicit parallelism: each point a task declaring what it reads and writes; \
+             the runtime derives every edge"
+        }
+    }
+
+    fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
+        // Two rows of outputs and scratch, the tasks of the timesteps in flight (up to three
+        // batches of the driver, or a whole traced chunk and its recording), and the runtime.
+        let ahead = if self.traced { 2048 } else { 3 * CHUNK + 2 };
+        footprint::rows(app, 2, 2)
+            .saturating_add(footprint::per_task(app, |_| ahead, 768, 96))
+            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+    }
+
+    fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
+        check_workers(cfg)?;
+        let (rt, _) = on_tactor::start(cfg)?;
+        let ctx = Arc::new(Ctx {
+            plans: app.graphs.iter().cloned().map(Plan::new).collect(),
+            error: ErrorSlot::default(),
+        });
+        let mut state = Some(State::new(&ctx, &rt.handle(), self.traced));
+        let traced = self.traced;
+        on_tactor::passes(&rt, &ctx.error, None, || {
+            let st = state
+                .take()
+                .expect("the program comes back after every pass");
+            let (tx, rx) = mpsc::channel();
+            let (c, h) = (ctx.clone(), rt.handle());
+            let empty = st.steps == 0;
+            if empty {
+                let _ = tx.send((st, Event::triggered(), None));
+            } else {
+                let start = [Event::triggered(), Event::triggered()];
+                rt.launch(Placement::Any, &[], move || {
+                    drive(c, h, st, 0, traced, start, tx)
+                });
+            }
+            let (st, fence, trace_error) = rx
+                .recv()
+                .map_err(|_| RunError::Runtime("the program's driver task failed".into()))?;
+            state = Some(st);
+            if let Some(e) = trace_error {
+                return Err(RunError::Runtime(e));
+            }
+            fence.wait().map_err(|e| RunError::Runtime(e.to_string()))
+        })
+    }
+}
