@@ -19,13 +19,13 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
 fi
 export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-tree-borrows -Zmiri-ignore-leaks"
 cargo +nightly miri setup >/dev/null
-cargo +nightly miri test --locked -p tactor --lib --test api --test subgraph
+cargo +nightly miri test --locked -p tactor --lib --test api --test subgraph --test implicit
 # Without MPI: Miri cannot call into a C library. The communication layer's in-process
 # transport (completion queues, progress, collectives) runs under Miri instead.
 cargo +nightly miri test --locked -p tactor-comm --no-default-features --lib --test loopback
 cargo +nightly miri test --locked -p taskbench --no-default-features --lib
 G="-steps 3 -width 4 -type nearest -radix 3 -kernel compute_bound -iter 2"
-for s in serial bsp tasks compiled; do
+for s in serial bsp tasks compiled implicit traced; do
   echo "== miri: taskbench -system $s"
   # shellcheck disable=SC2086
   cargo +nightly miri run --locked -q -p taskbench --no-default-features -- $G -and -steps 4 -width 3 -type stencil_1d -system $s -worker 2 |

@@ -7,7 +7,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use tactor::implicit::{read, read_write, reduce, write, Program, Region, Sum, TraceError};
+use tactor::implicit::{
+    constant, read, read_write, reduce, write, Program, Read, Region, Sum, TraceError,
+};
 use tactor::{Placement, Runtime};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -144,10 +146,11 @@ fn values(p: &mut Program, regions: &[Region<u64>]) -> Vec<u64> {
 #[test]
 fn random_programs_equal_their_sequential_execution() {
     let rt = Runtime::builder().workers(3).pin(false).build().unwrap();
-    for seed in 0..40u64 {
+    let (seeds, len) = if cfg!(miri) { (2, 12) } else { (40, 60) };
+    for seed in 0..seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let n_regions = rng.gen_range(1..6);
-        let ops = random_ops(&mut rng, n_regions, 60, 0);
+        let ops = random_ops(&mut rng, n_regions, len, 0);
         let init: Vec<u64> = (0..n_regions as u64).map(|i| i * 1000 + seed).collect();
         let mut expect = init.clone();
         let mut seen = Vec::new();
@@ -174,16 +177,16 @@ fn random_programs_equal_their_sequential_execution() {
 #[test]
 fn traced_fragments_equal_their_sequential_execution() {
     let rt = Runtime::builder().workers(3).pin(false).build().unwrap();
-    for seed in 0..30u64 {
+    let (seeds, longest, reps) = if cfg!(miri) { (2, 6, 3) } else { (30, 25, 6) };
+    for seed in 0..seeds {
         let mut rng = StdRng::seed_from_u64(1000 + seed);
         let n_regions = rng.gen_range(1..6);
-        let len = rng.gen_range(1..25);
+        let len = rng.gen_range(1..longest);
         let body = random_ops(&mut rng, n_regions, len, 0);
         let init: Vec<u64> = (0..n_regions as u64).map(|i| i + seed).collect();
         let mut expect = init.clone();
         let mut p = Program::new(&rt);
         let regions: Vec<_> = init.iter().map(|&v| p.region(v)).collect();
-        let reps = 6;
         // Ids: each repetition's ops and the launches between repetitions get their own.
         let per = body.len() as u64 + 10;
         let log = Log::new((reps * per) as usize);
@@ -369,7 +372,8 @@ fn reductions_of_one_group_all_apply() {
     let mut p = Program::new(&rt);
     let total = p.region(0u64);
     let other = p.region(0u64);
-    for round in 0..20u64 {
+    let rounds = if cfg!(miri) { 2 } else { 20 };
+    for round in 0..rounds {
         for i in 0..50u64 {
             p.launch(Placement::Any, reduce::<Sum, _>(&total), move |mut t| {
                 t.apply(i)
@@ -400,4 +404,65 @@ fn a_region_of_another_program_is_refused() {
     let a = q.region(0u64);
     let _ = p.region(0u64);
     p.launch(Placement::Any, read(&a), |_| {});
+}
+
+#[test]
+fn constants_and_inline_input_lists_reach_tasks() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    let mut p = Program::new(&rt);
+    let k = p.constant(vec![10u64, 20, 30]);
+    let xs: Vec<_> = (0..3u64).map(|i| p.region(i)).collect();
+    let sum = p.region(0u64);
+    for _ in 0..3 {
+        let inputs: smallvec::SmallVec<[Read<u64>; 2]> = xs.iter().map(read).collect();
+        p.launch(
+            Placement::Any,
+            (constant(&k), inputs, read_write(&sum)),
+            |(k, ins, s)| *s += ins.iter().zip(k.iter()).map(|(x, k)| x * k).sum::<u64>(),
+        );
+        for x in &xs {
+            p.launch(Placement::Any, (constant(&k), read_write(x)), |(k, x)| {
+                *x += k[0]
+            });
+        }
+    }
+    // Each round reads what the previous round's increments left: [0, 1, 2], then +10, +20.
+    assert_eq!(p.with(&sum, |s| *s).unwrap(), 80 + 680 + 1280);
+    assert_eq!(k[2], 30);
+}
+
+#[test]
+fn a_program_dropped_after_a_failure_keeps_its_data_for_tasks_still_running() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    let started = Arc::new(AtomicU64::new(0));
+    {
+        let mut p = Program::new(&rt);
+        let a = p.region(0u64);
+        let b = p.region(vec![7u64; 64]);
+        let c = p.region(0u64);
+        let s = started.clone();
+        // `slow` still reads `b` when `late` is poisoned by `boom`: the program's fence
+        // fails before `slow` is done, and its storage must outlive the program.
+        p.launch(Placement::Worker(0), read(&b), move |b| {
+            s.store(1, Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(if cfg!(miri) {
+                1
+            } else {
+                30
+            }));
+            assert_eq!(b.iter().sum::<u64>(), 7 * 64);
+            s.store(2, Relaxed);
+        });
+        p.launch(Placement::Worker(1), write(&a), |_| panic!("boom"));
+        p.launch(Placement::Any, (read(&a), read(&b), write(&c)), |_| {});
+        while started.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+    }
+    drop(rt);
+    assert_eq!(
+        started.load(Relaxed),
+        2,
+        "the slow reader finished before the runtime ended"
+    );
 }

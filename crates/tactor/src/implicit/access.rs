@@ -5,9 +5,10 @@
 //! write, a [`Reducer`] for a reduction — so a task cannot reach a region it did not declare,
 //! nor write one it declared for reading: the types say so.
 
-use super::region::{OpId, Reduction, Region, RegionKey};
+use super::region::{Cell, OpId, Reduction, Region, RegionKey};
 use std::fmt;
 use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::MutexGuard;
 
 /// How a task uses a region.
@@ -18,6 +19,7 @@ pub enum Mode {
     Write,
     ReadWrite,
     Reduce(OpId),
+    Constant,
 }
 
 impl fmt::Display for Mode {
@@ -27,6 +29,7 @@ impl fmt::Display for Mode {
             Mode::Write => write!(f, "write"),
             Mode::ReadWrite => write!(f, "read-write"),
             Mode::Reduce(op) => write!(f, "reduce ({})", op.name),
+            Mode::Constant => write!(f, "constant"),
         }
     }
 }
@@ -60,36 +63,68 @@ pub trait Access: sealed::Sealed + Send + 'static {
     unsafe fn get(&self) -> Self::Ref<'_>;
 }
 
+/// A region as an access holds it: no reference count, so that launching and finishing a
+/// task touch no counter shared with other threads (measured: the counts of the regions a
+/// task uses, incremented by the launching thread and decremented by the worker, were
+/// cache-line transfers on every launch).
+struct Target<T> {
+    key: RegionKey,
+    cell: NonNull<Cell<T>>,
+}
+
+// SAFETY: `cell` points into a region's storage, which the program that checks the key keeps
+// alive until every task that may reach it has finished (`Program` holds an `Arc` of every
+// cell and on drop waits for its tasks, or hands the cells to the runtime). The storage is
+// reached only through `Access::get`, whose contract makes the access exclusive or shared as
+// declared; `T: Send + Sync` covers both.
+unsafe impl<T: Send + Sync> Send for Target<T> {}
+
+impl<T> Target<T> {
+    fn of(r: &Region<T>) -> Target<T> {
+        Target {
+            key: r.key,
+            cell: NonNull::from(&*r.cell),
+        }
+    }
+
+    /// # Safety
+    /// The cell is alive: see the `Send` argument above.
+    unsafe fn cell(&self) -> &Cell<T> {
+        // SAFETY: alive by this function's contract.
+        unsafe { self.cell.as_ref() }
+    }
+}
+
 /// Reads a region: the task gets `&T`. Made by [`read`].
-pub struct Read<T>(Region<T>);
+pub struct Read<T>(Target<T>);
 /// Overwrites a region: the task gets `&mut T` (its old contents, which it need not read).
 /// Made by [`write`].
-pub struct Write<T>(Region<T>);
+pub struct Write<T>(Target<T>);
 /// Reads and updates a region: the task gets `&mut T`. Made by [`read_write`].
-pub struct ReadWrite<T>(Region<T>);
+pub struct ReadWrite<T>(Target<T>);
 /// Folds values into a region with the reduction `R`: the task gets a [`Reducer`]. Made by
 /// [`reduce`].
-pub struct Reduce<R, T>(Region<T>, PhantomData<fn() -> R>);
+pub struct Reduce<R, T>(Target<T>, PhantomData<fn() -> R>);
 
 /// Declares a read of `r`.
 pub fn read<T>(r: &Region<T>) -> Read<T> {
-    Read(r.clone())
+    Read(Target::of(r))
 }
 
 /// Declares a write of `r`.
 pub fn write<T>(r: &Region<T>) -> Write<T> {
-    Write(r.clone())
+    Write(Target::of(r))
 }
 
 /// Declares a read-write of `r`.
 pub fn read_write<T>(r: &Region<T>) -> ReadWrite<T> {
-    ReadWrite(r.clone())
+    ReadWrite(Target::of(r))
 }
 
 /// Declares a reduction into `r` with `R`. Reductions with the same operator that follow
 /// each other form a group whose tasks run in any order, one at a time.
 pub fn reduce<R: Reduction<T>, T>(r: &Region<T>) -> Reduce<R, T> {
-    Reduce(r.clone(), PhantomData)
+    Reduce(Target::of(r), PhantomData)
 }
 
 /// What a reducing task gets: it can only fold values in with the declared operator.
@@ -116,8 +151,8 @@ impl<T: Send + Sync + 'static> Access for Read<T> {
         });
     }
     unsafe fn get(&self) -> &T {
-        // SAFETY: by `get`'s contract no writer of the region runs now.
-        unsafe { &*self.0.cell.value.get() }
+        // SAFETY: by `get`'s contract the cell is alive and no writer of it runs now.
+        unsafe { &*self.0.cell().value.get() }
     }
 }
 
@@ -131,9 +166,9 @@ impl<T: Send + Sync + 'static> Access for Write<T> {
         });
     }
     unsafe fn get(&self) -> &mut T {
-        // SAFETY: by `get`'s contract no other task uses the region now, and the program
-        // refuses a launch that declares it twice.
-        unsafe { &mut *self.0.cell.value.get() }
+        // SAFETY: by `get`'s contract the cell is alive and no other task uses it now, and
+        // the program refuses a launch that declares it twice.
+        unsafe { &mut *self.0.cell().value.get() }
     }
 }
 
@@ -148,7 +183,7 @@ impl<T: Send + Sync + 'static> Access for ReadWrite<T> {
     }
     unsafe fn get(&self) -> &mut T {
         // SAFETY: as for `Write`.
-        unsafe { &mut *self.0.cell.value.get() }
+        unsafe { &mut *self.0.cell().value.get() }
     }
 }
 
@@ -162,7 +197,8 @@ impl<R: Reduction<T>, T: Send + Sync + 'static> Access for Reduce<R, T> {
         });
     }
     unsafe fn get(&self) -> Reducer<'_, T, R> {
-        let cell = &*self.0.cell;
+        // SAFETY: by `get`'s contract the cell is alive.
+        let cell = unsafe { self.0.cell() };
         // A reducer that panicked left a value the group's result is poisoned for anyway.
         let guard = cell.reducing.lock().unwrap_or_else(|p| p.into_inner());
         Reducer {
@@ -175,7 +211,8 @@ impl<R: Reduction<T>, T: Send + Sync + 'static> Access for Reduce<R, T> {
     }
 }
 
-/// The regions of a `Vec<Read<T>>`, read by one task.
+/// The regions of a list of reads (`Vec<Read<T>>` or `SmallVec<[Read<T>; N]>`), read by one
+/// task.
 pub struct Inputs<'a, T>(&'a [Read<T>]);
 
 impl<'a, T: Send + Sync + 'static> Inputs<'a, T> {
@@ -199,16 +236,57 @@ impl<'a, T: Send + Sync + 'static> Inputs<'a, T> {
     }
 }
 
+fn declare_all<T: Send + Sync + 'static>(reads: &[Read<T>], out: &mut Vec<Declared>) {
+    for r in reads {
+        r.declare(out);
+    }
+}
+
 impl<T> sealed::Sealed for Vec<Read<T>> {}
 impl<T: Send + Sync + 'static> Access for Vec<Read<T>> {
     type Ref<'a> = Inputs<'a, T>;
     fn declare(&self, out: &mut Vec<Declared>) {
-        for r in self {
-            r.declare(out);
-        }
+        declare_all(self, out);
     }
     unsafe fn get(&self) -> Inputs<'_, T> {
         Inputs(self)
+    }
+}
+
+/// A list of reads kept inline up to `N` (no allocation per launch for the common case).
+impl<T, const N: usize> sealed::Sealed for smallvec::SmallVec<[Read<T>; N]> {}
+impl<T: Send + Sync + 'static, const N: usize> Access for smallvec::SmallVec<[Read<T>; N]> {
+    type Ref<'a> = Inputs<'a, T>;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        declare_all(self, out);
+    }
+    unsafe fn get(&self) -> Inputs<'_, T> {
+        Inputs(self)
+    }
+}
+
+/// Reads data that never changes after it was made ([`Program::constant`](super::Program::constant)):
+/// the task gets `&T`, and the analysis has nothing to order. Made by [`constant`].
+pub struct Const<T>(Target<T>);
+
+/// Declares a use of the constant `c`.
+pub fn constant<T>(c: &super::region::Constant<T>) -> Const<T> {
+    Const(Target::of(&c.0))
+}
+
+impl<T> sealed::Sealed for Const<T> {}
+impl<T: Send + Sync + 'static> Access for Const<T> {
+    type Ref<'a> = &'a T;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        out.push(Declared {
+            region: self.0.key,
+            mode: Mode::Constant,
+        });
+    }
+    unsafe fn get(&self) -> &T {
+        // SAFETY: the cell is alive by `get`'s contract, and nothing ever writes a constant
+        // (there is no access that would).
+        unsafe { &*self.0.cell().value.get() }
     }
 }
 
@@ -248,9 +326,9 @@ tuple_access!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 /// another reference to the same `T` would be undefined behaviour, two reducers would
 /// deadlock on the group's lock.
 pub(crate) fn check_distinct(declared: &[Declared]) -> Result<(), (u32, Mode, Mode)> {
-    let clash = |a: &Declared, b: &Declared| {
-        a.region == b.region && (a.mode != Mode::Read || b.mode != Mode::Read)
-    };
+    let shared = |m: Mode| matches!(m, Mode::Read | Mode::Constant);
+    let clash =
+        |a: &Declared, b: &Declared| a.region == b.region && !(shared(a.mode) && shared(b.mode));
     if declared.len() <= 16 {
         for (i, a) in declared.iter().enumerate() {
             if let Some(b) = declared[i + 1..].iter().find(|b| clash(a, b)) {
@@ -260,7 +338,7 @@ pub(crate) fn check_distinct(declared: &[Declared]) -> Result<(), (u32, Mode, Mo
         return Ok(());
     }
     let mut sorted: Vec<Declared> = declared.to_vec();
-    sorted.sort_by_key(|d| (d.region.program, d.region.index, d.mode != Mode::Read));
+    sorted.sort_by_key(|d| (d.region.program, d.region.index, !shared(d.mode)));
     match sorted.windows(2).find(|w| clash(&w[0], &w[1])) {
         Some(w) => Err((w[0].region.index, w[0].mode, w[1].mode)),
         None => Ok(()),

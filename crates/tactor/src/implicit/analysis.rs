@@ -52,6 +52,7 @@ impl<D: Clone> Versions<D> {
     /// write, write after read and write, reductions after what came before their group.
     pub(crate) fn dependences(&self, mode: Mode, out: &mut Vec<D>) {
         match mode {
+            Mode::Constant => {}
             Mode::Read => out.extend_from_slice(&self.producers),
             Mode::Write | Mode::ReadWrite => out.extend_from_slice(self.guards()),
             Mode::Reduce(op) => match &self.group {
@@ -65,6 +66,7 @@ impl<D: Clone> Versions<D> {
     /// taken).
     pub(crate) fn record(&mut self, mode: Mode, me: D) {
         match mode {
+            Mode::Constant => {}
             Mode::Read => {
                 // A read closes a reduction group: later reductions start a new one.
                 self.group = None;

@@ -44,9 +44,10 @@ mod region;
 mod trace;
 
 pub use access::{
-    read, read_write, reduce, write, Access, Inputs, Read, ReadWrite, Reduce, Reducer, Write,
+    constant, read, read_write, reduce, write, Access, Const, Inputs, Read, ReadWrite, Reduce,
+    Reducer, Write,
 };
-pub use region::{Reduction, Region, Sum};
+pub use region::{Constant, Reduction, Region, Sum};
 pub use trace::TraceError;
 
 use crate::event::Event;
@@ -79,6 +80,24 @@ pub struct Program {
     traces: trace::Traces,
     declared: Vec<Declared>,
     deps: Vec<Event>,
+    /// Every region's storage, kept until the program's tasks have finished: accesses point
+    /// into it without counting references.
+    cells: Vec<Arc<dyn Send + Sync>>,
+}
+
+impl Drop for Program {
+    /// Waits for the program's tasks. If one failed, others may still be running (a poisoned
+    /// event triggers at the first failure), so the regions' storage goes to the runtime,
+    /// which frees it once every task has run or been cancelled.
+    fn drop(&mut self) {
+        if self.cells.is_empty() {
+            return;
+        }
+        if self.fence().wait().is_err() {
+            let cells = std::mem::take(&mut self.cells);
+            self.handle.keep_until_shutdown(Box::new(cells));
+        }
+    }
 }
 
 impl Program {
@@ -92,6 +111,7 @@ impl Program {
             traces: trace::Traces::default(),
             declared: Vec::new(),
             deps: Vec::new(),
+            cells: Vec::new(),
         }
     }
 
@@ -99,16 +119,24 @@ impl Program {
     pub fn region<T: Send + Sync + 'static>(&mut self, value: T) -> Region<T> {
         let index = u32::try_from(self.regions.len()).expect("fewer than 2^32 regions");
         self.regions.push(Versions::default());
+        let cell = Arc::new(Cell {
+            value: std::cell::UnsafeCell::new(value),
+            reducing: Mutex::new(()),
+        });
+        self.cells.push(cell.clone());
         Region {
             key: RegionKey {
                 program: self.id,
                 index,
             },
-            cell: Arc::new(Cell {
-                value: std::cell::UnsafeCell::new(value),
-                reducing: Mutex::new(()),
-            }),
+            cell,
         }
+    }
+
+    /// A constant holding `value`: tasks read it through [`constant`] accesses, which the
+    /// analysis does not order (nothing writes it); the program reads it through `Deref`.
+    pub fn constant<T: Send + Sync + 'static>(&mut self, value: T) -> Constant<T> {
+        Constant(self.region(value))
     }
 
     /// Launches `task` at `placement` with the references `access` declares, after every
@@ -127,7 +155,6 @@ impl Program {
         let mut declared = std::mem::take(&mut self.declared);
         declared.clear();
         access.declare(&mut declared);
-        self.check(&declared);
         let job = move || {
             // SAFETY: the analysis (or the trace recorded from it) ordered this task after
             // every earlier conflicting access and before every later one, and the accesses
@@ -141,9 +168,13 @@ impl Program {
                 name: std::any::type_name::<F>(),
                 at: std::panic::Location::caller(),
             };
+            // A launch that matches its recording was checked when it was recorded.
+            let program = self.id;
+            let check = |d: &[Declared]| check(program, d);
             self.traces
-                .launch(kind, placement, &declared, Box::new(job));
+                .launch(kind, placement, &declared, Box::new(job), check);
         } else {
+            check(self.id, &declared);
             let mut deps = std::mem::take(&mut self.deps);
             deps.clear();
             for d in &declared {
@@ -270,25 +301,27 @@ impl Program {
     }
 
     #[track_caller]
-    fn check(&self, declared: &[Declared]) {
-        if let Some(d) = declared.iter().find(|d| d.region.program != self.id) {
-            panic!(
-                "region {} belongs to another program than the one launching",
-                d.region.index
-            );
-        }
-        if let Err((r, a, b)) = check_distinct(declared) {
-            panic!("a launch declares region {r} twice ({a} and {b}); only reads may repeat");
-        }
-    }
-
-    #[track_caller]
     fn check_own<T>(&self, region: &Region<T>) {
         assert_eq!(
             region.key.program, self.id,
             "region {} belongs to another program",
             region.key.index
         );
+    }
+}
+
+/// Refuses accesses to another program's regions, and a region declared twice unless both
+/// are reads.
+#[track_caller]
+fn check(program: u64, declared: &[Declared]) {
+    if let Some(d) = declared.iter().find(|d| d.region.program != program) {
+        panic!(
+            "region {} belongs to another program than the one launching",
+            d.region.index
+        );
+    }
+    if let Err((r, a, b)) = check_distinct(declared) {
+        panic!("a launch declares region {r} twice ({a} and {b}); only reads may repeat");
     }
 }
 

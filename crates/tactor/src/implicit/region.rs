@@ -72,6 +72,36 @@ impl<T> Region<T> {
     }
 }
 
+/// Data that never changes once made, which tasks read through [`constant`](super::constant)
+/// accesses at no analysis cost: what a whole program's tasks share (parameters, a plan).
+///
+/// ```
+/// use tactor::implicit::{constant, write, Program};
+/// use tactor::{Placement, Runtime};
+///
+/// let rt = Runtime::new(2).unwrap();
+/// let mut p = Program::new(&rt);
+/// let scale = p.constant(3u64);
+/// let out = p.region(0u64);
+/// p.launch(Placement::Any, (constant(&scale), write(&out)), |(s, o)| *o = 14 * *s);
+/// assert_eq!(p.with(&out, |o| *o).unwrap(), 42);
+/// ```
+pub struct Constant<T>(pub(crate) Region<T>);
+
+impl<T> Clone for Constant<T> {
+    fn clone(&self) -> Self {
+        Constant(self.0.clone())
+    }
+}
+
+impl<T> std::ops::Deref for Constant<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: nothing writes a constant: no access gives mutable use of it.
+        unsafe { &*self.0.cell.value.get() }
+    }
+}
+
 /// An associative (and commutative) update that tasks of one reduction group apply to a
 /// region in any order: `apply(apply(d, a), b)` must equal `apply(apply(d, b), a)`.
 ///

@@ -17,10 +17,11 @@ use crate::event::Event;
 use crate::runtime::{Handle, Placement};
 use crate::subgraph::{PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError};
 use std::any::TypeId;
+use std::cell::UnsafeCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::panic::Location;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Why a trace did not run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,12 +165,21 @@ struct Recorded {
 }
 
 /// The closures of one execution, each taken and run once by its vertex.
-struct Jobs(Vec<Mutex<Option<Job>>>);
+struct Jobs(Vec<UnsafeCell<Option<Job>>>);
+
+// SAFETY: slot `k` is touched only by vertex `k` of the instance that owns these jobs, which
+// runs at most once (the subgraph's exactly-once execution, tested in `tests/subgraph.rs`),
+// and by the drop of the instance's arguments, after every vertex. A `Job` is `Send`.
+unsafe impl Sync for Jobs {}
 
 impl Jobs {
-    fn run(&self, k: usize) {
-        let job = self.0[k].lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(job) = job {
+    /// Runs job `k`.
+    ///
+    /// # Safety
+    /// Called only by vertex `k` of the instance these jobs belong to.
+    unsafe fn run(&self, k: usize) {
+        // SAFETY: only vertex `k` reaches slot `k`, once (the `Sync` argument).
+        if let Some(job) = unsafe { (*self.0[k].get()).take() } {
             job();
         }
     }
@@ -243,6 +253,7 @@ impl Traces {
         placement: Placement,
         declared: &[Declared],
         job: Job,
+        check: impl FnOnce(&[Declared]),
     ) {
         let (id, mode) = self.open.as_mut().expect("a trace is open");
         match mode {
@@ -258,6 +269,7 @@ impl Traces {
                     r.jobs.push(job);
                     return;
                 }
+                check(declared);
                 let got = Sig {
                     kind,
                     placement,
@@ -275,6 +287,7 @@ impl Traces {
                 r.jobs.clear();
             }
             Mode::Recording(rec) => {
+                check(declared);
                 let k = rec.sigs.len() as u32;
                 let mut deps = Vec::new();
                 for d in declared {
@@ -351,7 +364,8 @@ impl Traces {
 fn compile(id: u64, handle: &Handle, rec: Recording) -> Result<Recorded, TraceError> {
     let mut b = SubgraphBuilder::<Jobs>::new();
     for (k, &w) in rec.workers.iter().enumerate() {
-        b.task(w, move |jobs: &Jobs| jobs.run(k));
+        // SAFETY: this is vertex `k`, and the instance's arguments are its own jobs.
+        b.task(w, move |jobs: &Jobs| unsafe { jobs.run(k) });
     }
     let mut pres: Vec<Sym> = Vec::new();
     let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
@@ -430,7 +444,7 @@ fn run(recorded: &Recorded, jobs: Vec<Job>, regions: &mut [Versions<Event>]) -> 
         .iter()
         .map(|&s| merged(&entry(s, regions)))
         .collect();
-    let jobs = Jobs(jobs.into_iter().map(|j| Mutex::new(Some(j))).collect());
+    let jobs = Jobs(jobs.into_iter().map(|j| UnsafeCell::new(Some(j))).collect());
     let instance = recorded.graph.instantiate(jobs, &pres);
     let map = |list: &[Out], regions: &[Versions<Event>]| -> Vec<Event> {
         let mut out = Vec::new();

@@ -40,6 +40,10 @@ pub(crate) struct Shared {
     spin: Duration,
     /// Sources of work from outside the runtime, polled by every worker.
     pollers: Vec<Arc<dyn Poller>>,
+    /// Data that tasks may still reach through raw pointers after their owner gave it up
+    /// (`Handle::keep_until_shutdown`). Declared last: it is dropped after the queues, and
+    /// the queues' tasks with them.
+    kept: std::sync::Mutex<Vec<Box<dyn Send + Sync>>>,
 }
 
 impl Shared {
@@ -213,6 +217,7 @@ impl Builder {
             closed: AtomicBool::new(false),
             spin: self.spin,
             pollers: self.pollers,
+            kept: std::sync::Mutex::new(Vec::new()),
         });
         let cores = if self.pin {
             core_affinity::get_core_ids().unwrap_or_default()
@@ -251,6 +256,17 @@ impl Handle {
     /// Number of worker threads.
     pub fn workers(&self) -> usize {
         self.shared.stealers.len()
+    }
+
+    /// Keeps `data` until the runtime's shared state is dropped: after every worker has
+    /// stopped and every task has run or been cancelled. For an owner whose tasks may still
+    /// hold pointers into `data` when it is dropped (a program whose tasks failed).
+    pub(crate) fn keep_until_shutdown(&self, data: Box<dyn Send + Sync>) {
+        self.shared
+            .kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(data);
     }
 
     /// Launches `task` to run at `placement` once every event of `preconditions` has

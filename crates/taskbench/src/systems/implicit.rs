@@ -21,10 +21,10 @@
 use super::on_tactor::{self, ErrorSlot};
 use super::team::Pass;
 use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::mpsc;
-use std::sync::Arc;
-use tactor::implicit::{read, read_write, Program, Read, Region};
+use tactor::implicit::{constant, read, read_write, Constant, Program, Read, Region};
 use tactor::{Event, Handle, Placement};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -45,6 +45,9 @@ impl Implicit {
 /// Timesteps the driver of `implicit` analyses before relaunching itself.
 const CHUNK: i64 = 4;
 
+/// Timesteps the driver of `traced` issues per driver task (at most a chunk).
+const TRACED_SLICE: i64 = i64::MAX / 2;
+
 /// A point's region: its output and its scratch.
 struct Point {
     output: Vec<u8>,
@@ -60,6 +63,7 @@ struct Ctx {
 /// The program and its data.
 struct State {
     program: Program,
+    ctx: Constant<Ctx>,
     /// Per graph, per row, per point.
     regions: Vec<[Vec<Region<Point>>; 2]>,
     /// Per graph, the worker of each point (block distribution).
@@ -70,7 +74,7 @@ struct State {
 }
 
 impl State {
-    fn new(ctx: &Ctx, handle: &Handle, traced: bool) -> State {
+    fn new(ctx: Ctx, handle: &Handle, traced: bool) -> State {
         let mut program = Program::new(handle);
         let mut regions = Vec::new();
         let mut owners = Vec::new();
@@ -105,6 +109,7 @@ impl State {
             }
         }
         State {
+            ctx: program.constant(ctx),
             program,
             regions,
             owners,
@@ -114,7 +119,8 @@ impl State {
     }
 
     /// Launches timestep `t` of every graph.
-    fn timestep(&mut self, ctx: &Arc<Ctx>, t: i64, traced: bool) {
+    fn timestep(&mut self, t: i64, traced: bool) {
+        let ctx = &self.ctx;
         for gi in 0..ctx.plans.len() {
             let plan = &ctx.plans[gi];
             if t >= plan.graph().timesteps {
@@ -123,7 +129,7 @@ impl State {
             let (row, prev) = ((t % 2) as usize, ((t + 1) % 2) as usize);
             let off = plan.offset(t);
             for p in off..off + plan.width(t) {
-                let inputs: Vec<Read<Point>> = plan
+                let inputs: SmallVec<[Read<Point>; 4]> = plan
                     .deps(t, p)
                     .iter()
                     .map(|&d| read(&self.regions[gi][prev][d as usize]))
@@ -134,9 +140,9 @@ impl State {
                 } else {
                     Placement::Any
                 };
-                let ctx = ctx.clone();
+                let env = constant(ctx);
                 self.program
-                    .launch(place, (inputs, mine), move |(inputs, me)| {
+                    .launch(place, (env, inputs, mine), move |(ctx, inputs, me)| {
                         if ctx.error.failed() {
                             return;
                         }
@@ -165,48 +171,69 @@ impl State {
 /// the first error of the tracing.
 type Done = (State, Event, Option<String>);
 
-/// Issues the program from `step` (a timestep for `implicit`, a chunk index for `traced`) on,
-/// a few at a time, relaunching itself behind the fence of the batch before the last.
+/// Where the driver is: the next timestep, and for `traced` the chunk it is in.
+#[derive(Clone, Copy)]
+struct Cursor {
+    t: i64,
+    chunk: usize,
+}
+
+/// Issues the program from `at` on, `CHUNK` timesteps per driver task: a trace stays open
+/// across driver tasks, so that the worker running the driver also runs its share of the
+/// instance in flight between them. The driver relaunches itself behind the fence of the
+/// batch (or traced chunk) before the last one.
 fn drive(
-    ctx: Arc<Ctx>,
     handle: Handle,
     mut st: State,
-    step: usize,
+    at: Cursor,
     traced: bool,
     fences: [Event; 2],
     done: mpsc::Sender<Done>,
 ) {
-    let end = if traced {
-        let (t0, len, id) = st.chunks[step];
-        let r = st.program.begin_trace(id).and_then(|()| {
-            for t in t0..t0 + len {
-                st.timestep(&ctx, t, true);
+    let mut next = at;
+    let mut fences = fences;
+    let result = (|| {
+        let to = if traced {
+            let (t0, len, id) = st.chunks[at.chunk];
+            if at.t == t0 {
+                st.program.begin_trace(id)?;
             }
-            st.program.end_trace()
-        });
-        if let Err(e) = r {
-            let fence = st.program.fence();
-            let _ = done.send((st, fence, Some(e.to_string())));
-            return;
+            (at.t + TRACED_SLICE).min(t0 + len)
+        } else {
+            (at.t + CHUNK).min(st.steps)
+        };
+        for t in at.t..to {
+            st.timestep(t, traced);
         }
-        step + 1 >= st.chunks.len()
-    } else {
-        let from = step as i64 * CHUNK;
-        let to = (from + CHUNK).min(st.steps);
-        for t in from..to {
-            st.timestep(&ctx, t, false);
+        next.t = to;
+        let chunk_ends = !traced || {
+            let (t0, len, _) = st.chunks[at.chunk];
+            to == t0 + len
+        };
+        if chunk_ends {
+            if traced {
+                st.program.end_trace()?;
+                next.chunk += 1;
+            }
+            let [_, last] = &fences;
+            fences = [last.clone(), st.program.fence()];
         }
-        to >= st.steps
-    };
-    let fence = st.program.fence();
-    if end || ctx.error.failed() {
+        Ok::<(), tactor::implicit::TraceError>(())
+    })();
+    if let Err(e) = result {
+        let fence = st.program.fence();
+        let _ = done.send((st, fence, Some(e.to_string())));
+        return;
+    }
+    if next.t >= st.steps || st.ctx.error.failed() {
+        let fence = st.program.fence();
         let _ = done.send((st, fence, None));
         return;
     }
-    let [older, last] = fences;
     let h = handle.clone();
+    let older = fences[0].clone();
     handle.launch(Placement::Any, &[older], move || {
-        drive(ctx, h, st, step + 1, traced, [last, fence], done)
+        drive(h, st, next, traced, fences, done)
     });
 }
 
@@ -241,25 +268,28 @@ impl System for Implicit {
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
         let (rt, _) = on_tactor::start(cfg)?;
-        let ctx = Arc::new(Ctx {
+        let ctx = Ctx {
             plans: app.graphs.iter().cloned().map(Plan::new).collect(),
             error: ErrorSlot::default(),
-        });
-        let mut state = Some(State::new(&ctx, &rt.handle(), self.traced));
+        };
+        let first = State::new(ctx, &rt.handle(), self.traced);
+        let ctx = first.ctx.clone();
+        let mut state = Some(first);
         let traced = self.traced;
         on_tactor::passes(&rt, &ctx.error, None, || {
             let st = state
                 .take()
                 .expect("the program comes back after every pass");
             let (tx, rx) = mpsc::channel();
-            let (c, h) = (ctx.clone(), rt.handle());
+            let h = rt.handle();
             let empty = st.steps == 0;
             if empty {
                 let _ = tx.send((st, Event::triggered(), None));
             } else {
                 let start = [Event::triggered(), Event::triggered()];
+                let at = Cursor { t: 0, chunk: 0 };
                 rt.launch(Placement::Any, &[], move || {
-                    drive(c, h, st, 0, traced, start, tx)
+                    drive(h, st, at, traced, start, tx)
                 });
             }
             let (st, fence, trace_error) = rx
