@@ -1,7 +1,8 @@
 //! What implicit parallelism costs the thread that issues the program, per launch: the
 //! dependence analysis (every launch analysed), recording a trace (the analysis on symbols,
-//! plus compiling the fragment at its end), and replaying it (each launch checked against
-//! the recording). The program is a 1-D stencil over `width` regions in two rows, each task
+//! plus compiling the fragment at its end), replaying it (each launch checked against the
+//! recording), and automatic tracing (the same launches without annotations: detection,
+//! then replays). The program is a 1-D stencil over `width` regions in two rows, each task
 //! reading three neighbours and writing its own region; tasks are empty and run on the
 //! runtime's one worker while this thread issues.
 //!
@@ -42,6 +43,7 @@ fn main() {
     let launches = (width * steps) as f64;
     let mut rows = Vec::new();
     let (mut analysed, mut recorded, mut replayed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut automatic = Vec::new();
     for _ in 0..reps {
         let mut p = Program::new(&rt);
         let mut row = || (0..width).map(|_| p.region(0u64)).collect::<Vec<_>>();
@@ -71,6 +73,19 @@ fn main() {
         }
         replayed.push(start.elapsed().as_secs_f64() * 1e9 / launches);
         p.finish().unwrap();
+
+        let mut q = Program::new(&rt);
+        q.auto_trace(true);
+        let mut row = || (0..width).map(|_| q.region(0u64)).collect::<Vec<_>>();
+        let r2 = [row(), row()];
+        let start = Instant::now();
+        for t in 0..steps {
+            step(&mut q, &r2, t);
+        }
+        q.flush();
+        automatic.push(start.elapsed().as_secs_f64() * 1e9 / launches);
+        q.finish().unwrap();
+        assert!(q.auto_stats().fragments > 0, "automatic tracing found the fragment");
         rows.push(r);
     }
     let median = |v: &mut Vec<f64>| {
@@ -82,6 +97,7 @@ fn main() {
         ("analysed", &mut analysed),
         ("recorded", &mut recorded),
         ("replayed", &mut replayed),
+        ("automatic", &mut automatic),
     ] {
         let (m, lo, hi) = median(v);
         println!("{name:>9} {m:8.0} [{lo:.0}, {hi:.0}]");

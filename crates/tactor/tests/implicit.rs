@@ -466,3 +466,73 @@ fn a_program_dropped_after_a_failure_keeps_its_data_for_tasks_still_running() {
         "the slow reader finished before the runtime ended"
     );
 }
+
+#[test]
+fn automatic_tracing_finds_repeats_falls_back_on_breaks_and_never_changes_results() {
+    let rt = Runtime::builder().workers(3).pin(false).build().unwrap();
+    let (seeds, reps) = if cfg!(miri) { (1, 60) } else { (12, 400) };
+    let mut traced = 0;
+    let mut fell_back = 0;
+    for seed in 0..seeds {
+        let mut rng = StdRng::seed_from_u64(5000 + seed);
+        let n_regions = rng.gen_range(2..6);
+        let len = rng.gen_range(3..12);
+        let body = random_ops(&mut rng, n_regions, len, 0);
+        let init: Vec<u64> = (0..n_regions as u64).map(|i| 3 * i + seed).collect();
+        let mut expect = init.clone();
+        let mut p = Program::new(&rt);
+        p.auto_trace(true);
+        let regions: Vec<_> = init.iter().map(|&v| p.region(v)).collect();
+        let per = body.len() as u64 + 4;
+        let log = Log::new((reps * per) as usize);
+        let mut seen = Vec::new();
+        for rep in 0..reps {
+            let mut ops: Vec<Op> = body
+                .iter()
+                .map(|o| Op {
+                    id: o.id + rep * per,
+                    ..o.clone()
+                })
+                .collect();
+            // Now and then the pattern breaks: an op changes its kind, or extra ops come.
+            if rng.gen_ratio(1, 90) {
+                let k = rng.gen_range(0..ops.len());
+                ops[k].kind = Kind::Write;
+            }
+            if rng.gen_ratio(1, 120) {
+                let extra = random_ops(&mut rng, n_regions, 2, rep * per + body.len() as u64);
+                ops.extend(extra);
+            }
+            sequential(&ops, &mut expect, &mut seen);
+            for op in &ops {
+                launch(&mut p, &regions, op, &log);
+            }
+            // Reading back mid-stream closes an open fragment.
+            if rng.gen_ratio(1, 150) {
+                let r = rng.gen_range(0..n_regions);
+                assert_eq!(
+                    p.with(&regions[r], |v| *v).unwrap(),
+                    expect[r],
+                    "seed {seed}"
+                );
+            }
+        }
+        assert_eq!(
+            values(&mut p, &regions),
+            expect,
+            "seed {seed}: final values"
+        );
+        p.finish().unwrap();
+        for &(id, s) in &seen {
+            assert_eq!(log.seen(id), s, "seed {seed}: what op {id} read");
+        }
+        let stats = p.auto_stats();
+        assert!(stats.recorded <= stats.fragments);
+        traced += stats.fragments;
+        fell_back += stats.fell_back;
+    }
+    assert!(traced > 0, "some fragments were traced");
+    if !cfg!(miri) {
+        assert!(fell_back > 0, "some replays broke and fell back");
+    }
+}

@@ -22,6 +22,19 @@ pub enum Mode {
     Constant,
 }
 
+impl Mode {
+    /// A small number per kind of access (the operator of a reduction aside).
+    pub(crate) fn code(&self) -> u64 {
+        match self {
+            Mode::Read => 1,
+            Mode::Write => 2,
+            Mode::ReadWrite => 3,
+            Mode::Reduce(_) => 4,
+            Mode::Constant => 5,
+        }
+    }
+}
+
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

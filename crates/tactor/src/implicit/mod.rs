@@ -40,6 +40,7 @@
 
 mod access;
 mod analysis;
+mod auto;
 mod region;
 mod trace;
 
@@ -47,6 +48,7 @@ pub use access::{
     constant, read, read_write, reduce, write, Access, Const, Inputs, Read, ReadWrite, Reduce,
     Reducer, Write,
 };
+pub use auto::MIN_FRAGMENT;
 pub use region::{Constant, Reduction, Region, Sum};
 pub use trace::TraceError;
 
@@ -83,6 +85,26 @@ pub struct Program {
     /// Every region's storage, kept until the program's tasks have finished: accesses point
     /// into it without counting references.
     cells: Vec<Arc<dyn Send + Sync>>,
+    auto: Option<Auto>,
+}
+
+/// Automatic tracing's state: the detector, and the fragment it opened.
+#[derive(Default)]
+struct Auto {
+    detector: auto::Detector,
+    open: Option<(auto::Prediction, usize)>,
+    stats: AutoStats,
+}
+
+/// What automatic tracing did so far ([`Program::auto_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoStats {
+    /// Fragments that ran traced (recorded or replayed).
+    pub fragments: u64,
+    /// Of those, fragments recorded (each distinct fragment once).
+    pub recorded: u64,
+    /// Launches of fragments that stopped matching and were analysed one by one instead.
+    pub fell_back: u64,
 }
 
 impl Drop for Program {
@@ -112,6 +134,7 @@ impl Program {
             declared: Vec::new(),
             deps: Vec::new(),
             cells: Vec::new(),
+            auto: None,
         }
     }
 
@@ -162,27 +185,30 @@ impl Program {
             let refs = unsafe { access.get() };
             task(refs)
         };
-        if self.traces.is_open() {
-            let kind = trace::TaskKind {
-                id: TypeId::of::<F>(),
-                name: std::any::type_name::<F>(),
-                at: std::panic::Location::caller(),
-            };
+        if let Placement::Worker(w) = placement {
+            assert!(
+                w < self.handle.workers(),
+                "launch placed on worker {w}, but the runtime has {} workers",
+                self.handle.workers()
+            );
+        }
+        let kind = trace::TaskKind {
+            id: TypeId::of::<F>(),
+            name: std::any::type_name::<F>(),
+            at: std::panic::Location::caller(),
+        };
+        let manual = self.traces.is_open() && self.auto.as_ref().is_none_or(|a| a.open.is_none());
+        if manual {
             // A launch that matches its recording was checked when it was recorded.
             let program = self.id;
             let check = |d: &[Declared]| check(program, d);
             self.traces
                 .launch(kind, placement, &declared, Box::new(job), check);
+        } else if self.auto.is_some() {
+            self.launch_auto(kind, placement, &declared, Box::new(job));
         } else {
             check(self.id, &declared);
-            let mut deps = std::mem::take(&mut self.deps);
-            deps.clear();
-            for d in &declared {
-                self.regions[d.region.index as usize].dependences(d.mode, &mut deps);
-            }
-            let done = self.handle.launch(placement, &deps, job);
-            self.deps = deps;
-            self.record(&declared, done);
+            self.analyse(placement, &declared, Box::new(job));
         }
         self.declared = declared;
     }
@@ -198,6 +224,7 @@ impl Program {
         f: impl FnOnce(&T) -> R,
     ) -> Result<R, TaskFailed> {
         self.check_own(region);
+        self.flush_auto();
         assert!(!self.traces.is_open(), "Program::with inside a trace");
         let state = &self.regions[region.key.index as usize];
         merged(&state.producers).wait()?;
@@ -218,6 +245,7 @@ impl Program {
         f: impl FnOnce(&mut T) -> R,
     ) -> Result<R, TaskFailed> {
         self.check_own(region);
+        self.flush_auto();
         assert!(!self.traces.is_open(), "Program::with_mut inside a trace");
         let state = &self.regions[region.key.index as usize];
         merged(&state.all().cloned().collect::<Vec<_>>()).wait()?;
@@ -227,7 +255,8 @@ impl Program {
     }
 
     /// An event that triggers once every task launched so far has run (poisoned if one
-    /// failed).
+    /// failed). Launches still buffered in an open trace (one's own, or a fragment automatic
+    /// tracing holds) are not included until it ends.
     pub fn fence(&mut self) -> Event {
         let mut all: Vec<Event> = self.loose.drain(..).collect();
         for r in &self.regions {
@@ -238,14 +267,17 @@ impl Program {
         fence
     }
 
-    /// Waits for every task launched so far.
+    /// Waits for every task launched so far (a fragment automatic tracing holds open is
+    /// closed first).
     pub fn finish(&mut self) -> Result<(), TaskFailed> {
+        self.flush_auto();
         self.fence().wait()
     }
 
     /// Begins trace `id`: the launches until [`end_trace`](Self::end_trace) are recorded, or
     /// matched against the recording if `id` was traced before.
     pub fn begin_trace(&mut self, id: u64) -> Result<(), TraceError> {
+        self.flush_auto();
         self.traces.begin(id)
     }
 
@@ -275,6 +307,139 @@ impl Program {
     /// How many traces have been recorded.
     pub fn recorded_traces(&self) -> usize {
         self.traces.recorded()
+    }
+
+    /// Analyses one launch and hands it to the task engine.
+    #[track_caller]
+    fn analyse(&mut self, placement: Placement, declared: &[Declared], job: Job) {
+        let mut deps = std::mem::take(&mut self.deps);
+        deps.clear();
+        for d in declared {
+            self.regions[d.region.index as usize].dependences(d.mode, &mut deps);
+        }
+        let done = self.handle.launch_job(placement, &deps, job, None, None);
+        self.deps = deps;
+        self.record(declared, done);
+    }
+
+    /// A launch with automatic tracing on (and no trace of the program's own open).
+    #[track_caller]
+    fn launch_auto(
+        &mut self,
+        kind: trace::TaskKind,
+        placement: Placement,
+        declared: &[Declared],
+        job: Job,
+    ) {
+        let hash = signature(kind.id, placement, declared);
+        let auto = self.auto.as_mut().expect("automatic tracing is on");
+        if let Some((prediction, at)) = &mut auto.open {
+            let fits = prediction.expected[*at] == hash
+                && self.traces.next_matches(kind, placement, declared);
+            if fits {
+                let program = self.id;
+                self.traces
+                    .launch(kind, placement, declared, job, |d| check(program, d));
+                *at += 1;
+                let whole = *at == prediction.expected.len();
+                auto.detector.observe(hash, false);
+                if whole {
+                    let recording = self.traces.is_recording();
+                    self.end_auto_fragment();
+                    let auto = self.auto.as_mut().expect("on");
+                    auto.stats.fragments += 1;
+                    auto.stats.recorded += u64::from(recording);
+                    // The prediction holds until a launch breaks it: the next fragment opens.
+                    let (prediction, at) = auto.open.as_mut().expect("still open");
+                    *at = 0;
+                    let id = prediction.id;
+                    self.traces.begin(id).expect("no trace is open");
+                }
+                return;
+            }
+            self.flush_auto();
+        }
+        check(self.id, declared);
+        self.analyse(placement, declared, job);
+        let auto = self.auto.as_mut().expect("automatic tracing is on");
+        if let Some(prediction) = auto.detector.observe(hash, true) {
+            self.traces.begin(prediction.id).expect("no trace is open");
+            auto.open = Some((prediction, 0));
+        }
+    }
+
+    /// Ends the open automatic fragment's trace and runs it.
+    fn end_auto_fragment(&mut self) {
+        let handle = self.handle.clone();
+        let done = self
+            .traces
+            .end(&handle, &mut self.regions)
+            .expect("a fragment whose launches all matched compiles and runs");
+        self.push_loose(done);
+    }
+
+    /// Closes an open automatic fragment early: a recording runs as far as it got (it is
+    /// the analysis of what was launched) but is not kept; a replay's launches are analysed
+    /// one by one.
+    fn flush_auto(&mut self) {
+        let Some(auto) = self.auto.as_mut() else {
+            return;
+        };
+        let Some((prediction, _)) = auto.open.take() else {
+            return;
+        };
+        if self.traces.is_recording() {
+            self.end_auto_fragment();
+            self.traces.forget(prediction.id);
+        } else {
+            let launches = self.traces.abandon();
+            if let Some(auto) = self.auto.as_mut() {
+                auto.stats.fell_back += launches.len() as u64;
+            }
+            for (placement, declared, job) in launches {
+                self.analyse(placement, &declared, job);
+            }
+        }
+    }
+
+    /// Turns automatic tracing on or off ([`auto`](self) explains how it finds fragments and
+    /// why it never changes results). Off by default.
+    ///
+    /// ```
+    /// use tactor::implicit::{read, read_write, Program};
+    /// use tactor::{Placement, Runtime};
+    ///
+    /// let rt = Runtime::new(2).unwrap();
+    /// let mut p = Program::new(&rt);
+    /// p.auto_trace(true);
+    /// let x = p.region(0u64);
+    /// let y = p.region(0u64);
+    /// for _ in 0..1000 {
+    ///     p.launch(Placement::Any, read_write(&x), |x| *x += 1);
+    ///     p.launch(Placement::Any, (read(&x), read_write(&y)), |(x, y)| *y += *x);
+    /// }
+    /// assert_eq!(p.with(&y, |y| *y).unwrap(), 1000 * 1001 / 2);
+    /// assert!(p.auto_stats().fragments > 0);
+    /// ```
+    pub fn auto_trace(&mut self, on: bool) {
+        if !on {
+            self.flush_auto();
+            self.auto = None;
+        } else if self.auto.is_none() {
+            self.auto = Some(Auto::default());
+        }
+    }
+
+    /// Closes a fragment that automatic tracing holds open (running it, or analysing its
+    /// launches), so that everything launched so far is issued to the runtime and
+    /// [`fence`](Self::fence) covers it.
+    pub fn flush(&mut self) {
+        self.flush_auto();
+    }
+
+    /// What automatic tracing did so far.
+    pub fn auto_stats(&self) -> AutoStats {
+        self.auto.as_ref().map(|a| a.stats).unwrap_or_default()
     }
 
     fn record(&mut self, declared: &[Declared], done: Event) {
@@ -323,6 +488,24 @@ fn check(program: u64, declared: &[Declared]) {
     if let Err((r, a, b)) = check_distinct(declared) {
         panic!("a launch declares region {r} twice ({a} and {b}); only reads may repeat");
     }
+}
+
+/// The hash automatic tracing compares launches by: what a trace compares.
+fn signature(kind: TypeId, placement: Placement, declared: &[Declared]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = auto::Mixer::default();
+    kind.hash(&mut h);
+    match placement {
+        Placement::Any => h.write_u64(u64::MAX),
+        Placement::Worker(w) => h.write_u64(w as u64),
+    }
+    for d in declared {
+        h.write_u64(u64::from(d.region.index) << 8 | d.mode.code());
+        if let Mode::Reduce(op) = d.mode {
+            op.id.hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 /// One event for all of `events`.

@@ -224,6 +224,54 @@ impl Traces {
         self.recorded.len()
     }
 
+    /// Whether the open trace is being recorded.
+    pub(crate) fn is_recording(&self) -> bool {
+        matches!(self.open, Some((_, Mode::Recording(_))))
+    }
+
+    /// Whether this launch is the next one the open replay expects (always, when recording).
+    pub(crate) fn next_matches(
+        &self,
+        kind: TaskKind,
+        placement: Placement,
+        declared: &[Declared],
+    ) -> bool {
+        match &self.open {
+            Some((_, Mode::Replaying(r))) => {
+                r.error.is_none()
+                    && r.recorded.sigs.get(r.jobs.len()).is_some_and(|s| {
+                        s.kind.id == kind.id && s.placement == placement && s.accesses == declared
+                    })
+            }
+            _ => true,
+        }
+    }
+
+    /// Closes the open replay without running it, handing back its launches (each with its
+    /// placement and accesses, as recorded and matched) for the caller to analyse.
+    pub(crate) fn abandon(&mut self) -> Vec<(Placement, Vec<Declared>, Job)> {
+        match self.open.take() {
+            Some((_, Mode::Replaying(r))) => {
+                let sigs = &r.recorded.sigs;
+                r.jobs
+                    .into_iter()
+                    .zip(sigs)
+                    .map(|(job, s)| (s.placement, s.accesses.clone(), job))
+                    .collect()
+            }
+            Some(open) => {
+                self.open = Some(open);
+                panic!("abandon is for replays");
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Drops the recording of `id`.
+    pub(crate) fn forget(&mut self, id: u64) {
+        self.recorded.remove(&id);
+    }
+
     pub(crate) fn begin(&mut self, id: u64) -> Result<(), TraceError> {
         if let Some((open, _)) = &self.open {
             return Err(TraceError::AlreadyOpen { open: *open, id });

@@ -1,4 +1,4 @@
-//! `implicit` and `traced`: the graph written as a sequential program on Tactor's implicit
+//! `implicit`, `traced` and `auto`: the graph written as a sequential program on Tactor's implicit
 //! parallelism. Every point of every timestep is one launch that declares what it touches —
 //! a read of each dependency's output, a read-write of its own output slot — and the
 //! program's dependence analysis derives every edge, the write-after-read ones of buffer
@@ -17,6 +17,10 @@
 //! (the warm-up pass), replayed as one compiled-subgraph instance after that. Its points are
 //! placed by the block distribution (a compiled subgraph places every task); `implicit`
 //! places them anywhere, like `tasks`.
+//!
+//! `auto` is `implicit`'s program, placed like `traced`, with no annotation at all: the
+//! program's automatic tracing finds the repeating fragment (two timesteps, for the parity of
+//! the rows) and traces runs of it.
 
 use super::on_tactor::{self, ErrorSlot};
 use super::team::Pass;
@@ -32,14 +36,31 @@ use taskbench_core::plan::Plan;
 
 /// The sequential program with its data declared, analysed launch by launch or traced.
 pub struct Implicit {
-    traced: bool,
+    style: Style,
+}
+
+/// How the program is traced.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// Not: every launch analysed.
+    Plain,
+    /// Each chunk of timesteps in a trace of its own.
+    Traced,
+    /// No annotations; the program finds the repeated fragments itself.
+    Auto,
 }
 
 impl Implicit {
     /// Every launch analysed.
-    pub const PLAIN: Implicit = Implicit { traced: false };
+    pub const PLAIN: Implicit = Implicit {
+        style: Style::Plain,
+    };
     /// The repeating timesteps traced.
-    pub const TRACED: Implicit = Implicit { traced: true };
+    pub const TRACED: Implicit = Implicit {
+        style: Style::Traced,
+    };
+    /// Automatic tracing.
+    pub const AUTO: Implicit = Implicit { style: Style::Auto };
 }
 
 /// Timesteps the driver of `implicit` analyses before relaunching itself.
@@ -74,8 +95,10 @@ struct State {
 }
 
 impl State {
-    fn new(ctx: Ctx, handle: &Handle, traced: bool) -> State {
+    fn new(ctx: Ctx, handle: &Handle, style: Style) -> State {
+        let traced = style == Style::Traced;
         let mut program = Program::new(handle);
+        program.auto_trace(style == Style::Auto);
         let mut regions = Vec::new();
         let mut owners = Vec::new();
         for plan in &ctx.plans {
@@ -119,7 +142,9 @@ impl State {
     }
 
     /// Launches timestep `t` of every graph.
-    fn timestep(&mut self, t: i64, traced: bool) {
+    /// Launches timestep `t` of every graph; `pinned`: at the points' block owners (as a
+    /// compiled subgraph needs), else anywhere.
+    fn timestep(&mut self, t: i64, pinned: bool) {
         let ctx = &self.ctx;
         for gi in 0..ctx.plans.len() {
             let plan = &ctx.plans[gi];
@@ -135,7 +160,7 @@ impl State {
                     .map(|&d| read(&self.regions[gi][prev][d as usize]))
                     .collect();
                 let mine = read_write(&self.regions[gi][row][p as usize]);
-                let place = if traced {
+                let place = if pinned {
                     Placement::Worker(self.owners[gi][p as usize])
                 } else {
                     Placement::Any
@@ -186,10 +211,11 @@ fn drive(
     handle: Handle,
     mut st: State,
     at: Cursor,
-    traced: bool,
+    style: Style,
     fences: [Event; 2],
     done: mpsc::Sender<Done>,
 ) {
+    let traced = style == Style::Traced;
     let mut next = at;
     let mut fences = fences;
     let result = (|| {
@@ -203,7 +229,7 @@ fn drive(
             (at.t + CHUNK).min(st.steps)
         };
         for t in at.t..to {
-            st.timestep(t, traced);
+            st.timestep(t, style != Style::Plain);
         }
         next.t = to;
         let chunk_ends = !traced || {
@@ -226,6 +252,7 @@ fn drive(
         return;
     }
     if next.t >= st.steps || st.ctx.error.failed() {
+        st.program.flush();
         let fence = st.program.fence();
         let _ = done.send((st, fence, None));
         return;
@@ -233,33 +260,43 @@ fn drive(
     let h = handle.clone();
     let older = fences[0].clone();
     handle.launch(Placement::Any, &[older], move || {
-        drive(h, st, next, traced, fences, done)
+        drive(h, st, next, style, fences, done)
     });
 }
 
 impl System for Implicit {
     fn name(&self) -> &'static str {
-        if self.traced {
-            "traced"
-        } else {
-            "implicit"
+        match self.style {
+            Style::Plain => "implicit",
+            Style::Traced => "traced",
+            Style::Auto => "auto",
         }
     }
 
     fn about(&self) -> &'static str {
-        if self.traced {
-            "Tactor's implicit parallelism with each chunk of timesteps traced: analysed once, \
-             replayed as a compiled subgraph"
-        } else {
-            "Tactor's implicit parallelism: each point a task declaring what it reads and writes; \
-             the runtime derives every edge"
+        match self.style {
+            Style::Plain => {
+                "Tactor's implicit parallelism: each point a task declaring what it reads and \
+                 writes; the runtime derives every edge"
+            }
+            Style::Traced => {
+                "Tactor's implicit parallelism with each chunk of timesteps traced: analysed \
+                 once, replayed as a compiled subgraph"
+            }
+            Style::Auto => {
+                "Tactor's implicit parallelism with automatic tracing: the runtime finds the \
+                 repeated fragments without annotations"
+            }
         }
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the tasks of the timesteps in flight (up to three
         // batches of the driver, or a whole traced chunk and its recording), and the runtime.
-        let ahead = if self.traced { 2048 } else { 3 * CHUNK + 2 };
+        let ahead = match self.style {
+            Style::Plain => 3 * CHUNK + 2,
+            Style::Traced | Style::Auto => 2048,
+        };
         footprint::rows(app, 2, 2)
             .saturating_add(footprint::per_task(app, |_| ahead, 768, 96))
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
@@ -272,10 +309,10 @@ impl System for Implicit {
             plans: app.graphs.iter().cloned().map(Plan::new).collect(),
             error: ErrorSlot::default(),
         };
-        let first = State::new(ctx, &rt.handle(), self.traced);
+        let first = State::new(ctx, &rt.handle(), self.style);
         let ctx = first.ctx.clone();
         let mut state = Some(first);
-        let traced = self.traced;
+        let style = self.style;
         on_tactor::passes(&rt, &ctx.error, None, || {
             let st = state
                 .take()
@@ -289,7 +326,7 @@ impl System for Implicit {
                 let start = [Event::triggered(), Event::triggered()];
                 let at = Cursor { t: 0, chunk: 0 };
                 rt.launch(Placement::Any, &[], move || {
-                    drive(h, st, at, traced, start, tx)
+                    drive(h, st, at, style, start, tx)
                 });
             }
             let (st, fence, trace_error) = rx

@@ -141,6 +141,7 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(Compiled),
         Box::new(Implicit::PLAIN),
         Box::new(Implicit::TRACED),
+        Box::new(Implicit::AUTO),
     ]
 }
 
