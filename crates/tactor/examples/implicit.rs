@@ -85,7 +85,10 @@ fn main() {
         q.flush();
         automatic.push(start.elapsed().as_secs_f64() * 1e9 / launches);
         q.finish().unwrap();
-        assert!(q.auto_stats().fragments > 0, "automatic tracing found the fragment");
+        assert!(
+            q.auto_stats().fragments > 0,
+            "automatic tracing found the fragment"
+        );
         rows.push(r);
     }
     let median = |v: &mut Vec<f64>| {
