@@ -470,7 +470,7 @@ fn a_program_dropped_after_a_failure_keeps_its_data_for_tasks_still_running() {
 #[test]
 fn automatic_tracing_finds_repeats_falls_back_on_breaks_and_never_changes_results() {
     let rt = Runtime::builder().workers(3).pin(false).build().unwrap();
-    let (seeds, reps) = if cfg!(miri) { (1, 60) } else { (12, 400) };
+    let (seeds, reps) = if cfg!(miri) { (1, 130) } else { (12, 400) };
     let mut traced = 0;
     let mut fell_back = 0;
     for seed in 0..seeds {
@@ -495,11 +495,11 @@ fn automatic_tracing_finds_repeats_falls_back_on_breaks_and_never_changes_result
                 })
                 .collect();
             // Now and then the pattern breaks: an op changes its kind, or extra ops come.
-            if rng.gen_ratio(1, 90) {
+            if rng.gen_ratio(1, 300) {
                 let k = rng.gen_range(0..ops.len());
                 ops[k].kind = Kind::Write;
             }
-            if rng.gen_ratio(1, 120) {
+            if rng.gen_ratio(1, 400) {
                 let extra = random_ops(&mut rng, n_regions, 2, rep * per + body.len() as u64);
                 ops.extend(extra);
             }
@@ -508,7 +508,7 @@ fn automatic_tracing_finds_repeats_falls_back_on_breaks_and_never_changes_result
                 launch(&mut p, &regions, op, &log);
             }
             // Reading back mid-stream closes an open fragment.
-            if rng.gen_ratio(1, 150) {
+            if rng.gen_ratio(1, 300) {
                 let r = rng.gen_range(0..n_regions);
                 assert_eq!(
                     p.with(&regions[r], |v| *v).unwrap(),
