@@ -40,6 +40,7 @@
 
 mod access;
 mod analysis;
+mod arena;
 mod auto;
 mod region;
 mod trace;
@@ -202,10 +203,9 @@ impl Program {
             // A launch that matches its recording was checked when it was recorded.
             let program = self.id;
             let check = |d: &[Declared]| check(program, d);
-            self.traces
-                .launch(kind, placement, &declared, Box::new(job), check);
+            self.traces.launch(kind, placement, &declared, job, check);
         } else if self.auto.is_some() {
-            self.launch_auto(kind, placement, &declared, Box::new(job));
+            self.launch_auto(kind, placement, &declared, job);
         } else {
             check(self.id, &declared);
             self.analyse(placement, &declared, Box::new(job));
@@ -329,7 +329,7 @@ impl Program {
         kind: trace::TaskKind,
         placement: Placement,
         declared: &[Declared],
-        job: Job,
+        job: impl FnOnce() + Send + 'static,
     ) {
         let hash = signature(kind.id, placement, declared);
         let auto = self.auto.as_mut().expect("automatic tracing is on");
@@ -360,7 +360,7 @@ impl Program {
             self.flush_auto();
         }
         check(self.id, declared);
-        self.analyse(placement, declared, job);
+        self.analyse(placement, declared, Box::new(job));
         let auto = self.auto.as_mut().expect("automatic tracing is on");
         if let Some(prediction) = auto.detector.observe(hash, true) {
             self.traces.begin(prediction.id).expect("no trace is open");

@@ -12,12 +12,12 @@
 
 use super::access::Declared;
 use super::analysis::Versions;
+use super::arena::Arena;
 use super::{merged, Job};
 use crate::event::Event;
 use crate::runtime::{Handle, Placement};
 use crate::subgraph::{PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError};
 use std::any::TypeId;
-use std::cell::UnsafeCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::panic::Location;
@@ -157,32 +157,11 @@ enum Out {
 /// A recorded trace.
 struct Recorded {
     sigs: Vec<Sig>,
-    graph: Subgraph<Jobs>,
+    graph: Subgraph<Arena>,
     /// The external preconditions, in the subgraph's order: `Version` or `All` symbols.
     pres: Vec<Sym>,
     /// Each touched region's producers and readers on exit.
     exits: Vec<(u32, Vec<Out>, Vec<Out>)>,
-}
-
-/// The closures of one execution, each taken and run once by its vertex.
-struct Jobs(Vec<UnsafeCell<Option<Job>>>);
-
-// SAFETY: slot `k` is touched only by vertex `k` of the instance that owns these jobs, which
-// runs at most once (the subgraph's exactly-once execution, tested in `tests/subgraph.rs`),
-// and by the drop of the instance's arguments, after every vertex. A `Job` is `Send`.
-unsafe impl Sync for Jobs {}
-
-impl Jobs {
-    /// Runs job `k`.
-    ///
-    /// # Safety
-    /// Called only by vertex `k` of the instance these jobs belong to.
-    unsafe fn run(&self, k: usize) {
-        // SAFETY: only vertex `k` reaches slot `k`, once (the `Sync` argument).
-        if let Some(job) = unsafe { (*self.0[k].get()).take() } {
-            job();
-        }
-    }
 }
 
 /// A trace being recorded.
@@ -191,13 +170,13 @@ struct Recording {
     states: HashMap<u32, Versions<Sym>>,
     deps: Vec<Vec<Sym>>,
     workers: Vec<usize>,
-    jobs: Vec<Job>,
+    jobs: Arena,
 }
 
 /// A trace being replayed.
 struct Replaying {
     recorded: Arc<Recorded>,
-    jobs: Vec<Job>,
+    jobs: Arena,
     error: Option<TraceError>,
 }
 
@@ -254,6 +233,7 @@ impl Traces {
             Some((_, Mode::Replaying(r))) => {
                 let sigs = &r.recorded.sigs;
                 r.jobs
+                    .into_jobs()
                     .into_iter()
                     .zip(sigs)
                     .map(|(job, s)| (s.placement, s.accesses.clone(), job))
@@ -279,7 +259,7 @@ impl Traces {
         let mode = match self.recorded.get(&id) {
             Some(r) => Mode::Replaying(Replaying {
                 recorded: r.clone(),
-                jobs: Vec::with_capacity(r.sigs.len()),
+                jobs: Arena::default(),
                 error: None,
             }),
             None => Mode::Recording(Recording {
@@ -287,7 +267,7 @@ impl Traces {
                 states: HashMap::new(),
                 deps: Vec::new(),
                 workers: Vec::new(),
-                jobs: Vec::new(),
+                jobs: Arena::default(),
             }),
         };
         self.open = Some((id, mode));
@@ -300,7 +280,7 @@ impl Traces {
         kind: TaskKind,
         placement: Placement,
         declared: &[Declared],
-        job: Job,
+        job: impl FnOnce() + Send + 'static,
         check: impl FnOnce(&[Declared]),
     ) {
         let (id, mode) = self.open.as_mut().expect("a trace is open");
@@ -332,7 +312,7 @@ impl Traces {
                     ),
                     got: got.to_string(),
                 });
-                r.jobs.clear();
+                r.jobs = Arena::default();
             }
             Mode::Recording(rec) => {
                 check(declared);
@@ -410,10 +390,11 @@ impl Traces {
 
 /// Builds the subgraph of a recording.
 fn compile(id: u64, handle: &Handle, rec: Recording) -> Result<Recorded, TraceError> {
-    let mut b = SubgraphBuilder::<Jobs>::new();
+    let mut b = SubgraphBuilder::<Arena>::new();
     for (k, &w) in rec.workers.iter().enumerate() {
-        // SAFETY: this is vertex `k`, and the instance's arguments are its own jobs.
-        b.task(w, move |jobs: &Jobs| unsafe { jobs.run(k) });
+        // SAFETY: vertex `k` of an instance runs at most once (the subgraph's exactly-once
+        // execution, tested in `tests/subgraph.rs`), and its arguments are its own closures.
+        b.task(w, move |jobs: &Arena| unsafe { jobs.run(k) });
     }
     let mut pres: Vec<Sym> = Vec::new();
     let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
@@ -479,7 +460,7 @@ fn compile(id: u64, handle: &Handle, rec: Recording) -> Result<Recorded, TraceEr
 
 /// Runs one execution of `recorded` with `jobs` after the regions' current states, and sets
 /// the states the fragment leaves.
-fn run(recorded: &Recorded, jobs: Vec<Job>, regions: &mut [Versions<Event>]) -> Event {
+fn run(recorded: &Recorded, jobs: Arena, regions: &mut [Versions<Event>]) -> Event {
     let entry = |s: Sym, regions: &[Versions<Event>]| -> Vec<Event> {
         match s {
             Sym::Version(r) => regions[r as usize].producers.clone(),
@@ -492,7 +473,6 @@ fn run(recorded: &Recorded, jobs: Vec<Job>, regions: &mut [Versions<Event>]) -> 
         .iter()
         .map(|&s| merged(&entry(s, regions)))
         .collect();
-    let jobs = Jobs(jobs.into_iter().map(|j| UnsafeCell::new(Some(j))).collect());
     let instance = recorded.graph.instantiate(jobs, &pres);
     let map = |list: &[Out], regions: &[Versions<Event>]| -> Vec<Event> {
         let mut out = Vec::new();
