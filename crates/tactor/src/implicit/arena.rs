@@ -56,6 +56,23 @@ unsafe fn drop_at<F>(p: *mut u8) {
 }
 
 impl Arena {
+    /// An arena with room for `units` buffer units and `entries` closures, so that a replay
+    /// (the same closures as its recording) never grows its buffer: growing showed up as
+    /// kernel page clearing in a profile of `examples/implicit.rs`; on `traced` it measured
+    /// neutral (9 alternated runs, 9.14 vs 9.17 ms).
+    pub(crate) fn sized_like(units: usize, entries: usize) -> Arena {
+        Arena {
+            units: Vec::with_capacity(units),
+            entries: Vec::with_capacity(entries),
+            taken: Vec::with_capacity(entries),
+        }
+    }
+
+    /// Buffer units in use.
+    pub(crate) fn units(&self) -> usize {
+        self.units.len()
+    }
+
     /// How many closures.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()

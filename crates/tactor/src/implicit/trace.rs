@@ -162,6 +162,8 @@ struct Recorded {
     pres: Vec<Sym>,
     /// Each touched region's producers and readers on exit.
     exits: Vec<(u32, Vec<Out>, Vec<Out>)>,
+    /// The size of the recorded execution's closures, to size each replay's arena.
+    units: usize,
 }
 
 /// A trace being recorded.
@@ -259,7 +261,7 @@ impl Traces {
         let mode = match self.recorded.get(&id) {
             Some(r) => Mode::Replaying(Replaying {
                 recorded: r.clone(),
-                jobs: Arena::default(),
+                jobs: Arena::sized_like(r.units, r.sigs.len()),
                 error: None,
             }),
             None => Mode::Recording(Recording {
@@ -379,7 +381,8 @@ impl Traces {
                     }
                 }
                 let jobs = std::mem::take(&mut rec.jobs);
-                let recorded = Arc::new(compile(id, handle, rec)?);
+                let units = jobs.units();
+                let recorded = Arc::new(compile(id, handle, rec, units)?);
                 self.recorded.insert(id, recorded.clone());
                 (recorded, jobs)
             }
@@ -389,7 +392,7 @@ impl Traces {
 }
 
 /// Builds the subgraph of a recording.
-fn compile(id: u64, handle: &Handle, rec: Recording) -> Result<Recorded, TraceError> {
+fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Recorded, TraceError> {
     let mut b = SubgraphBuilder::<Arena>::new();
     for (k, &w) in rec.workers.iter().enumerate() {
         // SAFETY: vertex `k` of an instance runs at most once (the subgraph's exactly-once
@@ -455,6 +458,7 @@ fn compile(id: u64, handle: &Handle, rec: Recording) -> Result<Recorded, TraceEr
         graph,
         pres,
         exits,
+        units,
     })
 }
 
