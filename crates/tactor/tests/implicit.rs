@@ -143,6 +143,32 @@ fn values(p: &mut Program, regions: &[Region<u64>]) -> Vec<u64> {
     regions.iter().map(|r| p.with(r, |v| *v).unwrap()).collect()
 }
 
+/// Checks that `p` ended with `expect` and that every op read what the sequential run did.
+fn check_run(
+    p: &mut Program,
+    regions: &[Region<u64>],
+    expect: &[u64],
+    seen: &[(u64, u64)],
+    log: &Log,
+    seed: u64,
+) {
+    assert_eq!(values(p, regions), expect, "seed {seed}: final values");
+    p.finish().unwrap();
+    for &(id, s) in seen {
+        assert_eq!(log.seen(id), s, "seed {seed}: what op {id} read");
+    }
+}
+
+/// `ops` with `offset` added to their ids.
+fn numbered(ops: &[Op], offset: u64) -> Vec<Op> {
+    ops.iter()
+        .map(|o| Op {
+            id: o.id + offset,
+            ..o.clone()
+        })
+        .collect()
+}
+
 #[test]
 fn random_programs_equal_their_sequential_execution() {
     let rt = Runtime::builder().workers(3).pin(false).build().unwrap();
@@ -162,15 +188,7 @@ fn random_programs_equal_their_sequential_execution() {
         for op in &ops {
             launch(&mut p, &regions, op, &log);
         }
-        assert_eq!(
-            values(&mut p, &regions),
-            expect,
-            "seed {seed}: final values"
-        );
-        p.finish().unwrap();
-        for &(id, s) in &seen {
-            assert_eq!(log.seen(id), s, "seed {seed}: what op {id} read");
-        }
+        check_run(&mut p, &regions, &expect, &seen, &log, seed);
     }
 }
 
@@ -192,13 +210,7 @@ fn traced_fragments_equal_their_sequential_execution() {
         let log = Log::new((reps * per) as usize);
         let mut seen = Vec::new();
         for rep in 0..reps {
-            let ops: Vec<Op> = body
-                .iter()
-                .map(|o| Op {
-                    id: o.id + rep * per,
-                    ..o.clone()
-                })
-                .collect();
+            let ops = numbered(&body, rep * per);
             sequential(&ops, &mut expect, &mut seen);
             p.trace(7, |p| {
                 for op in &ops {
@@ -208,30 +220,14 @@ fn traced_fragments_equal_their_sequential_execution() {
             .unwrap();
             // Untraced launches between executions change the state the trace enters.
             let len = rng.gen_range(0..4);
-            let between = random_ops(&mut rng, n_regions, len, 0);
-            let between: Vec<Op> = between
-                .into_iter()
-                .enumerate()
-                .map(|(i, o)| Op {
-                    id: rep * per + body.len() as u64 + i as u64,
-                    ..o
-                })
-                .collect();
+            let between = random_ops(&mut rng, n_regions, len, rep * per + body.len() as u64);
             sequential(&between, &mut expect, &mut seen);
             for op in &between {
                 launch(&mut p, &regions, op, &log);
             }
         }
         assert_eq!(p.recorded_traces(), 1);
-        assert_eq!(
-            values(&mut p, &regions),
-            expect,
-            "seed {seed}: final values"
-        );
-        p.finish().unwrap();
-        for &(id, s) in &seen {
-            assert_eq!(log.seen(id), s, "seed {seed}: what op {id} read");
-        }
+        check_run(&mut p, &regions, &expect, &seen, &log, seed);
     }
 }
 
@@ -487,13 +483,7 @@ fn automatic_tracing_finds_repeats_falls_back_on_breaks_and_never_changes_result
         let log = Log::new((reps * per) as usize);
         let mut seen = Vec::new();
         for rep in 0..reps {
-            let mut ops: Vec<Op> = body
-                .iter()
-                .map(|o| Op {
-                    id: o.id + rep * per,
-                    ..o.clone()
-                })
-                .collect();
+            let mut ops = numbered(&body, rep * per);
             // Now and then the pattern breaks: an op changes its kind, or extra ops come.
             if rng.gen_ratio(1, 300) {
                 let k = rng.gen_range(0..ops.len());
@@ -517,15 +507,7 @@ fn automatic_tracing_finds_repeats_falls_back_on_breaks_and_never_changes_result
                 );
             }
         }
-        assert_eq!(
-            values(&mut p, &regions),
-            expect,
-            "seed {seed}: final values"
-        );
-        p.finish().unwrap();
-        for &(id, s) in &seen {
-            assert_eq!(log.seen(id), s, "seed {seed}: what op {id} read");
-        }
+        check_run(&mut p, &regions, &expect, &seen, &log, seed);
         let stats = p.auto_stats();
         assert!(stats.recorded <= stats.fragments);
         traced += stats.fragments;
