@@ -66,6 +66,10 @@ impl Implicit {
 /// Timesteps the driver of `implicit` analyses before relaunching itself.
 const CHUNK: i64 = 4;
 
+/// Batches of `implicit` and `auto` between two fences (the driver relaunches itself behind
+/// the fence before the last, so at most about 2 × FENCE_EVERY × CHUNK timesteps are in flight).
+const FENCE_EVERY: i64 = 8;
+
 /// Timesteps the driver of `traced` issues per driver task (at most a chunk).
 const TRACED_SLICE: i64 = i64::MAX / 2;
 
@@ -232,9 +236,13 @@ fn drive(
             st.timestep(t, style != Style::Plain);
         }
         next.t = to;
-        let chunk_ends = !traced || {
+        // A fence merges every region's state (a subscription per event): `implicit` and
+        // `auto` take one every FENCE_EVERY batches, `traced` one per chunk.
+        let chunk_ends = if traced {
             let (t0, len, _) = st.chunks[at.chunk];
             to == t0 + len
+        } else {
+            (to / CHUNK) % FENCE_EVERY == 0
         };
         if chunk_ends {
             if traced {
@@ -292,9 +300,9 @@ impl System for Implicit {
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the tasks of the timesteps in flight (up to three
-        // batches of the driver, or a whole traced chunk and its recording), and the runtime.
+        // fences of the driver, or a whole traced chunk and its recording), and the runtime.
         let ahead = match self.style {
-            Style::Plain => 3 * CHUNK + 2,
+            Style::Plain => 3 * FENCE_EVERY * CHUNK + 2,
             Style::Traced | Style::Auto => 2048,
         };
         footprint::rows(app, 2, 2)
