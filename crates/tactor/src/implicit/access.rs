@@ -111,7 +111,7 @@ impl<T> Target<T> {
 /// Reads a region: the task gets `&T`. Made by [`read`].
 pub struct Read<T>(Target<T>);
 /// Overwrites a region: the task gets `&mut T` (its old contents, which it need not read).
-/// Made by [`write`].
+/// Made by [`write()`].
 pub struct Write<T>(Target<T>);
 /// Reads and updates a region: the task gets `&mut T`. Made by [`read_write`].
 pub struct ReadWrite<T>(Target<T>);

@@ -17,6 +17,11 @@
 //! only check that each launch matches the recording (the same task, placement and
 //! accesses); the first difference is an error and the fragment does not run.
 //!
+//! **Automatic tracing** ([`Program::auto_trace`]) finds repeated fragments in the stream of
+//! launches by itself and traces them, falling back to launch-by-launch analysis at the first
+//! launch that breaks the pattern, so it never changes results (`auto.rs` says how it decides
+//! and what it costs).
+//!
 //! ```
 //! use tactor::implicit::{read, read_write, write, Program};
 //! use tactor::{Placement, Runtime};
@@ -402,8 +407,13 @@ impl Program {
         }
     }
 
-    /// Turns automatic tracing on or off ([`auto`](self) explains how it finds fragments and
-    /// why it never changes results). Off by default.
+    /// Turns automatic tracing on or off (off by default). Each launch is hashed (closure
+    /// type, placement, accesses); once the last stretch of launches repeats with a period,
+    /// for whole periods of at least [`MIN_FRAGMENT`] launches, the next stretch is predicted
+    /// to repeat too and is traced — recorded the first time, replayed after — for as long as
+    /// launches match. The first launch that does not match makes the buffered ones be
+    /// analysed one by one, in order, so results never change. It costs a hash and a few
+    /// table updates per launch (about 50 ns over a manual replay in `examples/implicit.rs`).
     ///
     /// ```
     /// use tactor::implicit::{read, read_write, Program};
