@@ -334,33 +334,39 @@ impl Program {
         kind: trace::TaskKind,
         placement: Placement,
         declared: &[Declared],
-        job: impl FnOnce() + Send + 'static,
+        mut job: impl FnOnce() + Send + 'static,
     ) {
         let hash = signature(kind.id, placement, declared);
         let auto = self.auto.as_mut().expect("automatic tracing is on");
         if let Some((prediction, at)) = &mut auto.open {
-            let fits = prediction.expected[*at] == hash
-                && self.traces.next_matches(kind, placement, declared);
-            if fits {
+            let offered = if prediction.expected[*at] == hash {
                 let program = self.id;
                 self.traces
-                    .launch(kind, placement, declared, job, |d| check(program, d));
-                *at += 1;
-                let whole = *at == prediction.expected.len();
-                auto.detector.observe(hash, false);
-                if whole {
-                    let recording = self.traces.is_recording();
-                    self.end_auto_fragment();
-                    let auto = self.auto.as_mut().expect("on");
-                    auto.stats.fragments += 1;
-                    auto.stats.recorded += u64::from(recording);
-                    // The prediction holds until a launch breaks it: the next fragment opens.
-                    let (prediction, at) = auto.open.as_mut().expect("still open");
-                    *at = 0;
-                    let id = prediction.id;
-                    self.traces.begin(id).expect("no trace is open");
+                    .offer(kind, placement, declared, job, |d| check(program, d))
+            } else {
+                Err(job)
+            };
+            match offered {
+                Ok(()) => {
+                    *at += 1;
+                    let whole = *at == prediction.expected.len();
+                    auto.detector.observe(hash, false);
+                    if whole {
+                        let recording = self.traces.is_recording();
+                        self.end_auto_fragment();
+                        let auto = self.auto.as_mut().expect("on");
+                        auto.stats.fragments += 1;
+                        auto.stats.recorded += u64::from(recording);
+                        // The prediction holds until a launch breaks it: the next fragment
+                        // opens.
+                        let (prediction, at) = auto.open.as_mut().expect("still open");
+                        *at = 0;
+                        let id = prediction.id;
+                        self.traces.begin(id).expect("no trace is open");
+                    }
+                    return;
                 }
-                return;
+                Err(back) => job = back,
             }
             self.flush_auto();
         }

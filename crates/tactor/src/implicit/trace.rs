@@ -210,22 +210,30 @@ impl Traces {
         matches!(self.open, Some((_, Mode::Recording(_))))
     }
 
-    /// Whether this launch is the next one the open replay expects (always, when recording).
-    pub(crate) fn next_matches(
-        &self,
+    /// Takes this launch into the open trace if it fits: always when recording, when it is
+    /// the next one the recording has when replaying. A launch that does not fit is handed
+    /// back and the replay is left as it was (automatic tracing then falls back).
+    pub(crate) fn offer<F: FnOnce() + Send + 'static>(
+        &mut self,
         kind: TaskKind,
         placement: Placement,
         declared: &[Declared],
-    ) -> bool {
-        match &self.open {
-            Some((_, Mode::Replaying(r))) => {
-                r.error.is_none()
-                    && r.recorded.sigs.get(r.jobs.len()).is_some_and(|s| {
-                        s.kind.id == kind.id && s.placement == placement && s.accesses == declared
-                    })
+        job: F,
+        check: impl FnOnce(&[Declared]),
+    ) -> Result<(), F> {
+        if let Some((_, Mode::Replaying(r))) = &mut self.open {
+            let fits = r.error.is_none()
+                && r.recorded.sigs.get(r.jobs.len()).is_some_and(|s| {
+                    s.kind.id == kind.id && s.placement == placement && s.accesses == declared
+                });
+            if !fits {
+                return Err(job);
             }
-            _ => true,
+            r.jobs.push(job);
+            return Ok(());
         }
+        self.launch(kind, placement, declared, job, check);
+        Ok(())
     }
 
     /// Closes the open replay without running it, handing back its launches (each with its
