@@ -24,6 +24,14 @@ fn place(g: u64, pes: usize) -> (usize, usize) {
     ((g % pes as u64) as usize, (g / pes as u64) as usize)
 }
 
+/// The updates PE `pe` makes, in order: (owner, index on the owner) of each. Every model and
+/// the check draw from this one stream.
+fn updates(p: &Params, pes: usize, pe: usize) -> impl Iterator<Item = (usize, usize)> {
+    let mut s = Stream::new(p.seed, pe);
+    let total = p.table * pes as u64;
+    (0..p.updates).map(move |_| place(s.below(total), pes))
+}
+
 /// A PE's part of the table; a message is a local index.
 struct Counts(Vec<u64>);
 
@@ -37,9 +45,7 @@ impl Handler<u32> for Counts {
 fn check(p: &Params, pes: usize, tables: &[Vec<u64>]) -> Result<(), String> {
     let mut want = vec![vec![0u64; p.table as usize]; pes];
     for pe in 0..pes {
-        let mut s = Stream::new(p.seed, pe);
-        for _ in 0..p.updates {
-            let (o, i) = place(s.below(p.table * pes as u64), pes);
+        for (o, i) in updates(p, pes, pe) {
             want[o][i] += 1;
         }
     }
@@ -73,10 +79,7 @@ pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         .collect();
     let start = Instant::now();
     let out = actor::run(rt, &Spec::new(1), states, |pe| {
-        let mut s = Stream::new(p.seed, pe.pe());
-        let total = p.table * pes as u64;
-        for _ in 0..p.updates {
-            let (o, i) = place(s.below(total), pes);
+        for (o, i) in updates(p, pes, pe.pe()) {
             pe.send(0, i as u32, o);
         }
     });
@@ -95,12 +98,8 @@ pub fn lambda(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         .collect();
     let start = Instant::now();
     let out = actor::run(rt, &Spec::new(1), states, |pe| {
-        let mut s = Stream::new(p.seed, pe.pe());
-        let total = p.table * pes as u64;
-        for _ in 0..p.updates {
-            let (o, i) = place(s.below(total), pes);
-            let i = i as u32;
-            pe.send(0, move |t: &mut Vec<u64>| t[i as usize] += 1, o);
+        for (o, i) in updates(p, pes, pe.pe()) {
+            pe.send(0, move |t: &mut Vec<u64>| t[i] += 1, o);
         }
     });
     let seconds = start.elapsed().as_secs_f64();
@@ -119,10 +118,7 @@ pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         .collect();
     let start = Instant::now();
     on_pes(rt, |me| {
-        let mut s = Stream::new(p.seed, me);
-        let total = p.table * pes as u64;
-        for _ in 0..p.updates {
-            let (o, i) = place(s.below(total), pes);
+        for (o, i) in updates(p, pes, me) {
             tables[o][i].fetch_add(1, Ordering::Relaxed);
         }
     });
@@ -148,20 +144,16 @@ pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let start = Instant::now();
     on_pes(rt, |me| {
         let mut table = tables[me].lock().unwrap_or_else(|e| e.into_inner());
-        let mut s = Stream::new(p.seed, me);
-        let total = p.table * pes as u64;
+        let mut stream = updates(p, pes, me).peekable();
         let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); pes], Vec::new());
-        let mut left = p.updates;
         loop {
-            while left > 0 {
-                let (o, i) = place(s.below(total), pes);
+            for (o, i) in stream.by_ref() {
                 out[o].push(i as u32);
-                left -= 1;
                 if out[o].len() == cap {
                     break;
                 }
             }
-            let more = ex.exchange(me, &mut out, &mut inbox, left > 0);
+            let more = ex.exchange(me, &mut out, &mut inbox, stream.peek().is_some());
             for i in inbox.drain(..) {
                 table[i as usize] += 1;
             }
