@@ -70,6 +70,14 @@ fn table(p: &Params, pes: usize, pe: usize) -> Vec<i64> {
         .collect()
 }
 
+/// The global table entries PE `pe` requests, in order. Every model and the check draw from
+/// this one stream.
+fn requests(p: &Params, pes: usize, pe: usize) -> impl Iterator<Item = u64> {
+    let mut s = Stream::new(p.seed, pe);
+    let total = p.table * pes as u64;
+    (0..p.requests).map(move |_| s.below(total))
+}
+
 /// Global entry `g` lives on PE `g % pes` at `g / pes`.
 fn place(g: u64, pes: usize) -> (usize, u32) {
     ((g % pes as u64) as usize, (g / pes as u64) as u32)
@@ -77,10 +85,8 @@ fn place(g: u64, pes: usize) -> (usize, u32) {
 
 fn check(p: &Params, pes: usize, got: &[Vec<i64>]) -> Result<(), String> {
     for (pe, got) in got.iter().enumerate() {
-        let mut s = Stream::new(p.seed, pe);
-        let total = p.table * pes as u64;
-        for (slot, &v) in got.iter().enumerate() {
-            let want = value(s.below(total));
+        for ((slot, &v), g) in got.iter().enumerate().zip(requests(p, pes, pe)) {
+            let want = value(g);
             if v != want {
                 return Err(format!(
                     "index-gather: PE {pe} request {slot} got {v}, expected {want}"
@@ -116,10 +122,8 @@ pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let spec = Spec::new(2).fed_by(1, &[0]);
     let start = Instant::now();
     let out = actor::run(rt, &spec, states, |pe| {
-        let mut s = Stream::new(p.seed, pe.pe());
-        let total = p.table * pes as u64;
-        for slot in 0..p.requests {
-            let (owner, index) = place(s.below(total), pes);
+        for (slot, g) in requests(p, pes, pe.pe()).enumerate() {
+            let (owner, index) = place(g, pes);
             let req = Msg::Request {
                 index,
                 slot: slot as u32,
@@ -158,10 +162,8 @@ pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let tables: Vec<Vec<i64>> = (0..pes).map(|pe| table(p, pes, pe)).collect();
     let start = Instant::now();
     let got = gather_on_pes(rt, p, |me, got| {
-        let mut s = Stream::new(p.seed, me);
-        let total = p.table * pes as u64;
-        for slot in got.iter_mut() {
-            let (owner, index) = place(s.below(total), pes);
+        for (slot, g) in got.iter_mut().zip(requests(p, pes, me)) {
+            let (owner, index) = place(g, pes);
             *slot = tables[owner][index as usize];
         }
     });
@@ -177,26 +179,26 @@ pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     validate(p, pes)?;
     let tables: Vec<Vec<i64>> = (0..pes).map(|pe| table(p, pes, pe)).collect();
     // Request: (index, slot, requester); reply: (value, slot).
-    let requests = Exstack::<(u32, u32, u32)>::new(pes);
+    let asks = Exstack::<(u32, u32, u32)>::new(pes);
     let replies = Exstack::<(i64, u32)>::new(pes);
     let cap = CAPACITY / 12;
     let start = Instant::now();
     let got = gather_on_pes(rt, p, |me, got| {
-        let mut s = Stream::new(p.seed, me);
-        let total = p.table * pes as u64;
+        let mut stream = requests(p, pes, me);
         let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); pes], Vec::new());
         let (mut back, mut answers) = (vec![Vec::with_capacity(cap); pes], Vec::new());
         let mut slot = 0u64;
         loop {
             while slot < p.requests {
-                let (owner, index) = place(s.below(total), pes);
+                let g = stream.next().expect("one request per slot");
+                let (owner, index) = place(g, pes);
                 out[owner].push((index, slot as u32, me as u32));
                 slot += 1;
                 if out[owner].len() == cap {
                     break;
                 }
             }
-            let more = requests.exchange(me, &mut out, &mut inbox, slot < p.requests);
+            let more = asks.exchange(me, &mut out, &mut inbox, slot < p.requests);
             for (index, sl, from) in inbox.drain(..) {
                 back[from as usize].push((tables[me][index as usize], sl));
             }
