@@ -87,7 +87,7 @@ mod sync;
 
 pub use event::{Event, UserEvent};
 pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
-pub use runtime::{current_worker, Builder, Handle, Placement, Poller, Runtime};
+pub use runtime::{current_worker, relax, Builder, Handle, Placement, Poller, Runtime};
 pub use scope::Scope;
 pub use subgraph::{
     Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId as SubgraphTask,

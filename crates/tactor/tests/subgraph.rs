@@ -332,3 +332,48 @@ fn a_task_released_mid_instance_runs_before_the_instance_ends() {
         "the task waited for all {chains} chains of {n} vertices to end"
     );
 }
+
+#[test]
+fn a_long_task_that_relaxes_lets_its_workers_vertices_run() {
+    // A chain bouncing between workers 0 and 1 while a task on worker 0 spins until the
+    // chain is done: worker 0's vertices can only run inside the task's `relax` calls (the
+    // task never returns before), so without them this never ends.
+    for _ in 0..scaled(20, 2) {
+        let rt = rt(2);
+        let n = 64;
+        let count = Arc::new(AtomicU64::new(0));
+        let mut b = SubgraphBuilder::<Arc<AtomicU64>>::new();
+        let mut last = None;
+        for k in 0..n {
+            let v = b.task(k % 2, |c: &Arc<AtomicU64>| {
+                c.fetch_add(1, SeqCst);
+            });
+            if let Some(p) = last {
+                b.edge(p, v);
+            }
+            last = Some(v);
+        }
+        let start = b.precondition();
+        b.wait_for(start, tactor::SubgraphTask(0));
+        let graph = b.compile(&rt).unwrap();
+        let go = UserEvent::new();
+        let chain = graph.instantiate(count.clone(), &[go.event()]);
+        let (c, go2) = (count.clone(), go.clone());
+        let spinner = rt.launch(Placement::Worker(0), &[], move || {
+            go2.trigger().unwrap();
+            let mut relaxed = 0u64;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while c.load(SeqCst) < n as u64 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the chain never finished"
+                );
+                relaxed += u64::from(tactor::relax());
+            }
+            assert!(relaxed > 0, "worker 0's vertices ran inside relax");
+        });
+        spinner.wait().unwrap();
+        chain.completion.wait().unwrap();
+        assert_eq!(count.load(SeqCst), n as u64);
+    }
+}

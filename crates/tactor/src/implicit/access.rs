@@ -67,6 +67,10 @@ pub trait Access: sealed::Sealed + Send + 'static {
     type Ref<'a>;
     #[doc(hidden)]
     fn declare(&self, out: &mut Vec<Declared>);
+    /// Whether the next entries of `recorded` are exactly what `declare` would push (a
+    /// replay compares a launch with its recording without building its declaration).
+    #[doc(hidden)]
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool;
     /// The task's references.
     ///
     /// # Safety
@@ -108,8 +112,25 @@ impl<T> Target<T> {
     }
 }
 
-/// Reads a region: the task gets `&T`. Made by [`read`].
+/// Reads a region: the task gets `&T`. Made by [`read`]; `Copy`, so that a program may keep
+/// lists of reads and launch copies of them (a copy declares the same read again).
 pub struct Read<T>(Target<T>);
+
+impl<T> Clone for Target<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Target<T> {}
+
+impl<T> Clone for Read<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Read<T> {}
 /// Overwrites a region: the task gets `&mut T` (its old contents, which it need not read).
 /// Made by [`write()`].
 pub struct Write<T>(Target<T>);
@@ -163,6 +184,15 @@ impl<T: Send + Sync + 'static> Access for Read<T> {
             mode: Mode::Read,
         });
     }
+    #[inline]
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        recorded.next().is_some_and(|d| {
+            *d == Declared {
+                region: self.0.key,
+                mode: Mode::Read,
+            }
+        })
+    }
     unsafe fn get(&self) -> &T {
         // SAFETY: by `get`'s contract the cell is alive and no writer of it runs now.
         unsafe { &*self.0.cell().value.get() }
@@ -177,6 +207,15 @@ impl<T: Send + Sync + 'static> Access for Write<T> {
             region: self.0.key,
             mode: Mode::Write,
         });
+    }
+    #[inline]
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        recorded.next().is_some_and(|d| {
+            *d == Declared {
+                region: self.0.key,
+                mode: Mode::Write,
+            }
+        })
     }
     unsafe fn get(&self) -> &mut T {
         // SAFETY: by `get`'s contract the cell is alive and no other task uses it now, and
@@ -194,6 +233,15 @@ impl<T: Send + Sync + 'static> Access for ReadWrite<T> {
             mode: Mode::ReadWrite,
         });
     }
+    #[inline]
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        recorded.next().is_some_and(|d| {
+            *d == Declared {
+                region: self.0.key,
+                mode: Mode::ReadWrite,
+            }
+        })
+    }
     unsafe fn get(&self) -> &mut T {
         // SAFETY: as for `Write`.
         unsafe { &mut *self.0.cell().value.get() }
@@ -208,6 +256,15 @@ impl<R: Reduction<T>, T: Send + Sync + 'static> Access for Reduce<R, T> {
             region: self.0.key,
             mode: Mode::Reduce(OpId::of::<R>()),
         });
+    }
+    #[inline]
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        recorded.next().is_some_and(|d| {
+            *d == Declared {
+                region: self.0.key,
+                mode: Mode::Reduce(OpId::of::<R>()),
+            }
+        })
     }
     unsafe fn get(&self) -> Reducer<'_, T, R> {
         // SAFETY: by `get`'s contract the cell is alive.
@@ -255,11 +312,21 @@ fn declare_all<T: Send + Sync + 'static>(reads: &[Read<T>], out: &mut Vec<Declar
     }
 }
 
+fn match_all<T: Send + Sync + 'static>(
+    reads: &[Read<T>],
+    recorded: &mut std::slice::Iter<'_, Declared>,
+) -> bool {
+    reads.iter().all(|r| r.matches(recorded))
+}
+
 impl<T> sealed::Sealed for Vec<Read<T>> {}
 impl<T: Send + Sync + 'static> Access for Vec<Read<T>> {
     type Ref<'a> = Inputs<'a, T>;
     fn declare(&self, out: &mut Vec<Declared>) {
         declare_all(self, out);
+    }
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        match_all(self, recorded)
     }
     unsafe fn get(&self) -> Inputs<'_, T> {
         Inputs(self)
@@ -272,6 +339,9 @@ impl<T: Send + Sync + 'static, const N: usize> Access for smallvec::SmallVec<[Re
     type Ref<'a> = Inputs<'a, T>;
     fn declare(&self, out: &mut Vec<Declared>) {
         declare_all(self, out);
+    }
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        match_all(self, recorded)
     }
     unsafe fn get(&self) -> Inputs<'_, T> {
         Inputs(self)
@@ -296,6 +366,15 @@ impl<T: Send + Sync + 'static> Access for Const<T> {
             mode: Mode::Constant,
         });
     }
+    #[inline]
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        recorded.next().is_some_and(|d| {
+            *d == Declared {
+                region: self.0.key,
+                mode: Mode::Constant,
+            }
+        })
+    }
     unsafe fn get(&self) -> &T {
         // SAFETY: the cell is alive by `get`'s contract, and nothing ever writes a constant
         // (there is no access that would).
@@ -307,6 +386,9 @@ impl sealed::Sealed for () {}
 impl Access for () {
     type Ref<'a> = ();
     fn declare(&self, _: &mut Vec<Declared>) {}
+    fn matches(&self, _: &mut std::slice::Iter<'_, Declared>) -> bool {
+        true
+    }
     unsafe fn get(&self) {}
 }
 
@@ -317,6 +399,10 @@ macro_rules! tuple_access {
             type Ref<'a> = ($($name::Ref<'a>,)+);
             fn declare(&self, out: &mut Vec<Declared>) {
                 $(self.$idx.declare(out);)+
+            }
+            #[inline]
+            fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+                $(self.$idx.matches(recorded))&&+
             }
             unsafe fn get(&self) -> Self::Ref<'_> {
                 // SAFETY: the tuple's accesses were declared together, under one contract.

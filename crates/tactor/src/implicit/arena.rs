@@ -4,10 +4,15 @@
 //! allocated. Measured on `traced`, stencil_1d width 2, `-iter 128`, 10 000 steps, 9
 //! alternated runs (medians): 10.35 ms with a `Box` per closure, 9.35 ms with the arena
 //! (`compiled`: 8.04 ms).
+//!
+//! Whether a closure ran is a flag the running worker sets. The flags of one worker's
+//! closures sit together, on lines no other worker writes ([`Arena::lay_out`]): with one flag
+//! per closure in launch order, the workers of a lock-step graph took the line from each
+//! other at every vertex.
 
 use std::cell::UnsafeCell;
 use std::mem::{align_of, size_of, MaybeUninit};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The buffer's unit: closures aligned to at most this are stored in place.
 #[derive(Clone, Copy)]
@@ -26,8 +31,65 @@ struct Entry {
 pub(crate) struct Arena {
     units: Vec<MaybeUninit<Unit>>,
     entries: Vec<Entry>,
-    /// Per entry, whether it was moved out (run).
+    /// Whether entry `k` was moved out (run), at `slots[k]` (at `k` without slots). Empty
+    /// until the arena is laid out: nothing runs before.
     taken: Vec<UnsafeCell<bool>>,
+    slots: Option<Arc<[u32]>>,
+    /// Where the buffers go when the arena is dropped, for the next replay.
+    pool: Option<Arc<Pool>>,
+}
+
+/// Buffers of dropped arenas, reused by later ones: a replay's arena is dropped on a worker
+/// when its instance ends, and a fresh allocation of the same size for the next replay came
+/// from pages the allocator had meanwhile returned, so the first launches of a pass faulted
+/// them back in (a tenth of a 1000-step `traced` pass at METG sizes, in kernel page clearing).
+#[derive(Default)]
+pub(crate) struct Pool(Mutex<Vec<Spare>>);
+
+/// Empty buffers of an arena.
+type Spare = (Vec<MaybeUninit<Unit>>, Vec<Entry>, Vec<UnsafeCell<bool>>);
+
+/// Spares kept: one per instance that may be in flight, and a few more.
+const SPARES: usize = 8;
+
+impl Pool {
+    fn take(&self) -> Option<Spare> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    }
+
+    fn give(&self, spare: Spare) {
+        let mut spares = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if spares.len() < SPARES {
+            spares.push(spare);
+        }
+    }
+}
+
+/// Flags per cache line: a worker's flags start a line of their own.
+const FLAGS_PER_LINE: usize = 64;
+
+/// Where each entry's flag goes when entry `k` runs on `workers[k]`: the flags of one worker
+/// together, each worker's from a new cache line.
+pub(crate) fn slots_for(workers: &[usize]) -> Arc<[u32]> {
+    let n = workers.iter().max().map_or(0, |&w| w + 1);
+    let mut count = vec![0usize; n];
+    for &w in workers {
+        count[w] += 1;
+    }
+    let mut start = Vec::with_capacity(n);
+    let mut at = 0usize;
+    for c in count {
+        start.push(at);
+        at += c.next_multiple_of(FLAGS_PER_LINE);
+    }
+    workers
+        .iter()
+        .map(|&w| {
+            let slot = start[w];
+            start[w] += 1;
+            u32::try_from(slot).expect("fewer than 2^32 launches in a trace")
+        })
+        .collect()
 }
 
 // SAFETY: after the arena is built (by one thread, through `&mut`), entry `k` is touched only
@@ -60,12 +122,39 @@ impl Arena {
     /// (the same closures as its recording) never grows its buffer: growing showed up as
     /// kernel page clearing in a profile of `examples/implicit.rs`; on `traced` it measured
     /// neutral (9 alternated runs, 9.14 vs 9.17 ms).
-    pub(crate) fn sized_like(units: usize, entries: usize) -> Arena {
-        Arena {
-            units: Vec::with_capacity(units),
-            entries: Vec::with_capacity(entries),
-            taken: Vec::with_capacity(entries),
-        }
+    /// The flags are laid out with `slots` at once. Its buffers come from `pool` when it has
+    /// spares, and go back there when the arena is dropped.
+    pub(crate) fn sized_like(
+        units: usize,
+        entries: usize,
+        slots: Arc<[u32]>,
+        pool: Arc<Pool>,
+    ) -> Arena {
+        let (mut u, mut e, taken) = pool.take().unwrap_or_default();
+        u.reserve(units);
+        e.reserve(entries);
+        let mut a = Arena {
+            units: u,
+            entries: e,
+            taken,
+            slots: None,
+            pool: Some(pool),
+        };
+        a.lay_out(slots);
+        a
+    }
+
+    /// Places entry `k`'s flag at `slots[k]` (see [`slots_for`]); before any entry runs.
+    pub(crate) fn lay_out(&mut self, slots: Arc<[u32]>) {
+        let len = slots.iter().max().map_or(0, |&s| s as usize + 1);
+        self.taken.clear();
+        self.taken.resize_with(len, || UnsafeCell::new(false));
+        self.slots = Some(slots);
+    }
+
+    /// Where entry `k`'s flag is.
+    fn flag(&self, k: usize) -> usize {
+        self.slots.as_ref().map_or(k, |s| s[k] as usize)
     }
 
     /// Buffer units in use.
@@ -93,10 +182,10 @@ impl Arena {
     fn store<F: FnOnce() + Send + 'static>(&mut self, f: F) {
         assert!(align_of::<F>() <= align_of::<Unit>());
         let at = self.units.len();
-        self.units.resize(
-            at + size_of::<F>().div_ceil(size_of::<Unit>()),
-            MaybeUninit::uninit(),
-        );
+        let n = size_of::<F>().div_ceil(size_of::<Unit>());
+        self.units.reserve(n);
+        // SAFETY: reserved above; the new units are `MaybeUninit`, valid uninitialised.
+        unsafe { self.units.set_len(at + n) };
         // SAFETY: `units[at..]` has room for an `F` and is aligned for it (checked above);
         // moving the buffer later moves the `F` bytewise, which is how Rust moves values.
         unsafe { std::ptr::write(self.units.as_mut_ptr().add(at).cast::<F>(), f) };
@@ -105,27 +194,32 @@ impl Arena {
             call: call::<F>,
             drop: drop_at::<F>,
         });
-        self.taken.push(UnsafeCell::new(false));
     }
 
     /// Runs closure `k`.
     ///
     /// # Safety
-    /// Called at most once per `k`, and never concurrently for the same `k`.
+    /// Called at most once per `k`, and never concurrently for the same `k`; the arena is
+    /// laid out with one slot per entry, distinct for distinct entries.
     pub(crate) unsafe fn run(&self, k: usize) {
         let e = &self.entries[k];
-        // SAFETY: only this call touches entry `k` (its contract); the entry holds a live
-        // closure until `taken` is set, and the buffer does not move while `&self` lives.
+        let flag = &self.taken[self.flag(k)];
+        // SAFETY: only this call touches entry `k` and its flag (the contract: distinct
+        // entries have distinct slots); the entry holds a live closure until its flag is
+        // set, and the buffer does not move while `&self` lives.
         unsafe {
-            debug_assert!(!*self.taken[k].get());
-            *self.taken[k].get() = true;
+            debug_assert!(!*flag.get());
+            *flag.get() = true;
             (e.call)(self.units.as_ptr().add(e.at).cast::<u8>().cast_mut());
         }
     }
 
     /// Every closure as a job of its own, each running its entry (for launching one by one).
-    pub(crate) fn into_jobs(self) -> Vec<super::Job> {
+    pub(crate) fn into_jobs(mut self) -> Vec<super::Job> {
         let n = self.len();
+        if self.slots.is_none() {
+            self.taken = (0..n).map(|_| UnsafeCell::new(false)).collect();
+        }
         let arena = Arc::new(self);
         (0..n)
             .map(|k| {
@@ -139,11 +233,27 @@ impl Arena {
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        for (e, taken) in self.entries.iter().zip(&mut self.taken) {
-            if !*taken.get_mut() {
+        for (k, e) in self.entries.iter().enumerate() {
+            let taken = self.taken.get(self.flag(k)).is_some_and(|t| {
+                // SAFETY: `&mut self` excludes any `run`, the flag's only writer.
+                unsafe { *t.get() }
+            });
+            if !taken {
                 // SAFETY: not taken, so the closure is live; `&mut self` excludes any `run`.
                 unsafe { (e.drop)(self.units.as_mut_ptr().add(e.at).cast::<u8>()) };
             }
+        }
+        if let Some(pool) = self.pool.take() {
+            // Every closure was moved out or dropped above: the buffers hold no live value.
+            let (mut u, mut e, mut t) = (
+                std::mem::take(&mut self.units),
+                std::mem::take(&mut self.entries),
+                std::mem::take(&mut self.taken),
+            );
+            u.clear();
+            e.clear();
+            t.clear();
+            pool.give((u, e, t));
         }
     }
 }
@@ -178,8 +288,10 @@ mod tests {
         a.push(move || {
             r.fetch_add(w.0 as usize, SeqCst);
         });
+        let workers: Vec<usize> = (0..51).map(|k| (k * 7) % 3).collect();
+        a.lay_out(slots_for(&workers));
         for k in (0..51).step_by(2) {
-            // SAFETY: each even k once.
+            // SAFETY: each even k once; laid out above.
             unsafe { a.run(k) };
         }
         drop(a);
@@ -199,5 +311,47 @@ mod tests {
             j();
         }
         assert_eq!(runs.load(SeqCst), even + 1001);
+    }
+
+    #[test]
+    fn pooled_buffers_are_reused_and_hold_nothing_of_the_last_arena() {
+        let pool = Arc::new(Pool::default());
+        let drops = Arc::new(AtomicUsize::new(0));
+        struct Count(Arc<AtomicUsize>);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, SeqCst);
+            }
+        }
+        let slots = slots_for(&[0, 1, 0]);
+        let mut first = Arena::sized_like(64, 3, slots.clone(), pool.clone());
+        for _ in 0..3 {
+            let d = Count(drops.clone());
+            first.push(move || drop(d));
+        }
+        let buffer = first.units.as_ptr();
+        // SAFETY: entry 1 once; laid out by `sized_like`.
+        unsafe { first.run(1) };
+        drop(first);
+        assert_eq!(drops.load(SeqCst), 3, "one ran, two dropped");
+        let second = Arena::sized_like(64, 3, slots, pool.clone());
+        assert_eq!(second.units.as_ptr(), buffer, "the spare buffer came back");
+        assert_eq!(second.len(), 0);
+        assert!(second.taken.iter().all(|t| {
+            // SAFETY: nothing runs concurrently in this test.
+            !unsafe { *t.get() }
+        }));
+    }
+
+    #[test]
+    fn each_workers_flags_are_together_and_start_a_line() {
+        let workers = [0, 1, 0, 2, 1, 0];
+        let slots = slots_for(&workers);
+        assert_eq!(&slots[..], &[0, 64, 1, 128, 65, 2]);
+        let mut distinct = slots.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), workers.len());
+        assert!(slots_for(&[]).is_empty());
     }
 }

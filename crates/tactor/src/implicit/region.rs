@@ -10,7 +10,7 @@ use std::sync::Mutex;
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RegionKey {
-    pub(crate) program: u64,
+    pub(crate) program: u32,
     pub(crate) index: u32,
 }
 

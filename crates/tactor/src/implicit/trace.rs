@@ -154,9 +154,20 @@ enum Out {
     Entry(Sym),
 }
 
+/// What a replay compares a launch with, packed: the closure's type, the placement, and
+/// where its accesses are in [`Recorded::accesses`].
+struct Step {
+    kind: TypeId,
+    placement: Placement,
+    accesses: (u32, u32),
+}
+
 /// A recorded trace.
 struct Recorded {
     sigs: Vec<Sig>,
+    /// `sigs` packed for replays: one small entry per launch, the accesses back to back.
+    steps: Vec<Step>,
+    accesses: Vec<Declared>,
     graph: Subgraph<Arena>,
     /// The external preconditions, in the subgraph's order: `Version` or `All` symbols.
     pres: Vec<Sym>,
@@ -164,6 +175,8 @@ struct Recorded {
     exits: Vec<(u32, Vec<Out>, Vec<Out>)>,
     /// The size of the recorded execution's closures, to size each replay's arena.
     units: usize,
+    /// Where each launch's ran-flag goes in an arena ([`super::arena::slots_for`]).
+    slots: Arc<[u32]>,
 }
 
 /// A trace being recorded.
@@ -194,6 +207,8 @@ pub(crate) struct Traces {
     open: Option<(u64, Mode)>,
     next_any: usize,
     workers: usize,
+    /// Spare arena buffers for replays.
+    pool: Arc<super::arena::Pool>,
 }
 
 impl Traces {
@@ -236,6 +251,26 @@ impl Traces {
         Ok(())
     }
 
+    /// The arena of the open replay if `kind` at `placement` is its next launch and `fits`
+    /// holds for the recorded accesses: the caller then pushes the launch's job into it.
+    /// `None` in every other case (recording, no trace, an error already, a difference),
+    /// which the caller hands to [`launch`](Self::launch) to be recorded or reported.
+    pub(crate) fn replay_slot(
+        &mut self,
+        kind: TypeId,
+        placement: Placement,
+        fits: impl FnOnce(&[Declared]) -> bool,
+    ) -> Option<&mut Arena> {
+        let Some((_, Mode::Replaying(r))) = &mut self.open else {
+            return None;
+        };
+        let rec = &*r.recorded;
+        let s = rec.steps.get(r.jobs.len())?;
+        let ok = r.error.is_none() && s.kind == kind && s.placement == placement;
+        let accesses = &rec.accesses[s.accesses.0 as usize..s.accesses.1 as usize];
+        (ok && fits(accesses)).then_some(&mut r.jobs)
+    }
+
     /// Closes the open replay without running it, handing back its launches (each with its
     /// placement and accesses, as recorded and matched) for the caller to analyse.
     pub(crate) fn abandon(&mut self) -> Vec<(Placement, Vec<Declared>, Job)> {
@@ -269,7 +304,7 @@ impl Traces {
         let mode = match self.recorded.get(&id) {
             Some(r) => Mode::Replaying(Replaying {
                 recorded: r.clone(),
-                jobs: Arena::sized_like(r.units, r.sigs.len()),
+                jobs: Arena::sized_like(r.units, r.sigs.len(), r.slots.clone(), self.pool.clone()),
                 error: None,
             }),
             None => Mode::Recording(Recording {
@@ -388,9 +423,10 @@ impl Traces {
                         *w.0 %= self.workers;
                     }
                 }
-                let jobs = std::mem::take(&mut rec.jobs);
+                let mut jobs = std::mem::take(&mut rec.jobs);
                 let units = jobs.units();
                 let recorded = Arc::new(compile(id, handle, rec, units)?);
+                jobs.lay_out(recorded.slots.clone());
                 self.recorded.insert(id, recorded.clone());
                 (recorded, jobs)
             }
@@ -461,7 +497,24 @@ fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Rec
     let graph = b
         .compile(handle)
         .map_err(|error| TraceError::Compile { id, error })?;
+    let mut accesses = Vec::new();
+    let steps = rec
+        .sigs
+        .iter()
+        .map(|s| {
+            let start = accesses.len() as u32;
+            accesses.extend_from_slice(&s.accesses);
+            Step {
+                kind: s.kind.id,
+                placement: s.placement,
+                accesses: (start, accesses.len() as u32),
+            }
+        })
+        .collect();
     Ok(Recorded {
+        slots: super::arena::slots_for(&rec.workers),
+        steps,
+        accesses,
         sigs: rec.sigs,
         graph,
         pres,

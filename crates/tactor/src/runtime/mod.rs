@@ -85,6 +85,29 @@ pub fn current_worker() -> Option<usize> {
     worker::with_current(|ctx| ctx.map(|c| c.index))
 }
 
+/// From inside a long-running task on a worker, runs the compiled work that has arrived for
+/// this worker meanwhile (ready vertices of subgraph instances, what pollers bring), then
+/// returns to the task. A task that issues or computes for long calls it now and then, so
+/// that the instances in flight on its worker are not held up until it ends: a vertex waits
+/// for at most the stretch between two calls. Returns whether anything ran; outside a worker
+/// it does nothing. Cheap when nothing arrived (it reads the worker's rings).
+///
+/// ```
+/// let rt = tactor::Runtime::builder().workers(1).pin(false).build().unwrap();
+/// assert!(!tactor::relax()); // not on a worker
+/// rt.launch(tactor::Placement::Any, &[], || {
+///     for _ in 0..1000 {
+///         // ... a slice of long work ...
+///         tactor::relax();
+///     }
+/// })
+/// .wait()
+/// .unwrap();
+/// ```
+pub fn relax() -> bool {
+    worker::relax()
+}
+
 /// Queues a task whose preconditions have all triggered.
 pub(crate) fn schedule(task: Task) {
     worker::with_current(|ctx| match ctx {

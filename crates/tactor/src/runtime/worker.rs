@@ -296,6 +296,11 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
     })
 }
 
+/// Polls the calling worker's sources once from inside a task (`crate::relax`).
+pub(crate) fn relax() -> bool {
+    with_current(|ctx| ctx.is_some_and(|ctx| ctx.poll_sources() != Polled::Nothing))
+}
+
 /// Registers a subgraph instance with the calling worker (run by the instance's activation
 /// task, placed on that worker).
 pub(crate) fn activate(resident: Box<dyn Resident>) {
