@@ -4,7 +4,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use bale::apps::{self, histogram, index_gather, Outcome};
+use bale::apps::{self, histogram, index_gather, randperm, Outcome};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 
@@ -44,6 +44,17 @@ enum App {
         #[arg(short = 'T', default_value_t = 100_000)]
         table: u64,
         /// How it is written (no lambda version)
+        #[arg(long, value_enum, default_value_t = Model::Selector)]
+        model: Model,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// A random permutation of -n values per PE by dart throwing (checked: each value once)
+    Randperm {
+        /// Values per PE
+        #[arg(short = 'n', default_value_t = 1_000_000)]
+        per_pe: u64,
+        /// How it is written (selector or agp)
         #[arg(long, value_enum, default_value_t = Model::Selector)]
         model: Model,
         #[command(flatten)]
@@ -130,6 +141,27 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             };
             let rt = runtime(&common)?;
             Ok((run(&rt, &p)?, common.json))
+        }
+        App::Randperm {
+            per_pe,
+            model,
+            common,
+        } => {
+            let p = randperm::Params {
+                per_pe,
+                seed: common.seed,
+            };
+            let run = match model {
+                Model::Selector => randperm::selector,
+                Model::Agp => randperm::agp,
+                Model::Lambda | Model::Exstack => {
+                    return Err(
+                        "randperm: --model selector or agp (no lambda or exstack version)".into(),
+                    )
+                }
+            };
+            let rt = runtime(&common)?;
+            Ok((run(&rt, &p)?.0, common.json))
         }
     }
 }

@@ -29,6 +29,9 @@ fn every_app_checks_out_on_one_two_and_three_pes() {
                 "ig -n 20000 -T 53 --model exstack",
                 "histogram -n 0 -T 5",
                 "ig -n 1 -T 1",
+                "randperm -n 5000",
+                "randperm -n 5000 --model agp",
+                "randperm -n 1",
             ] {
                 let args = format!("{app} --pes {pes} -s {seed}");
                 let (ok, out, err) = bale(&args);
@@ -60,6 +63,9 @@ fn bad_input_is_one_line() {
         ("histogram -n x", "-n"),
         ("nosuchapp", "nosuchapp"),
         ("ig --model lambda", "no lambda"),
+        ("randperm -n 0", "-n 0"),
+        ("randperm -n 3000000000", "-n 3000000000"),
+        ("randperm --model exstack", "selector or agp"),
     ] {
         let (ok, _, err) = bale(args);
         assert!(!ok, "{args} was accepted");

@@ -3,6 +3,7 @@
 
 pub mod histogram;
 pub mod index_gather;
+pub mod randperm;
 
 use serde::Serialize;
 use tactor::Runtime;
