@@ -1,8 +1,10 @@
 //! The Bale mini-apps on Tactor's actors and selectors ([`tactor::actor`]): each app on the
 //! selector API, checking its own answer against a serial replay of the same random streams.
-//! So far: histogram (typed and lambda handlers) and index-gather, in one process with one PE
-//! per worker.
+//! All seven: histogram (typed and lambda handlers), index-gather, random permutation, the
+//! transpose and permutation of sparse matrices, toposort and triangle counting (matrices
+//! generated, or read from Matrix Market files), in one process with one PE per worker.
 
 pub mod apps;
 pub mod baseline;
+pub mod matrix;
 pub mod rng;

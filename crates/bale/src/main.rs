@@ -4,7 +4,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use bale::apps::{self, histogram, index_gather, randperm, Outcome};
+use bale::apps::{self, histogram, index_gather, randperm, reshape, toposort, triangles, Outcome};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 
@@ -49,6 +49,34 @@ enum App {
         #[command(flatten)]
         common: Common,
     },
+    /// Transposes a sparse matrix (checked against the serial transpose)
+    Transpose {
+        #[command(flatten)]
+        matrix: MatrixArgs,
+    },
+    /// Permutes the rows and columns of a sparse matrix at random (checked against the serial
+    /// permutation)
+    Permute {
+        #[command(flatten)]
+        matrix: MatrixArgs,
+    },
+    /// Finds the row and column permutations that make a morally upper-triangular matrix
+    /// upper triangular (generated: a permuted upper triangle with a full diagonal)
+    Toposort {
+        #[command(flatten)]
+        matrix: MatrixArgs,
+    },
+    /// Counts the triangles of a graph (generated: Erdős–Rényi of average degree -z; or the
+    /// pattern of -f, taken as undirected)
+    Triangles {
+        #[command(flatten)]
+        matrix: MatrixArgs,
+        /// A Kronecker product graph instead, Bale's `-K MODE:S1xS2x...` (the product of the
+        /// stars K(1,Si); MODE 1 or 2 puts loops that make triangles): its count is also
+        /// checked against the closed form
+        #[arg(short = 'K')]
+        kronecker: Option<String>,
+    },
     /// A random permutation of -n values per PE by dart throwing (checked: each value once)
     Randperm {
         /// Values per PE
@@ -60,6 +88,25 @@ enum App {
         #[command(flatten)]
         common: Common,
     },
+}
+
+/// A sparse matrix input: a Matrix Market file, or an Erdős–Rényi matrix.
+#[derive(Args)]
+struct MatrixArgs {
+    /// Rows (and columns) per PE of the generated matrix
+    #[arg(short = 'n', default_value_t = 10_000)]
+    rows: u64,
+    /// Nonzeros per row of the generated matrix, on average
+    #[arg(short = 'z', default_value_t = 10.0, allow_negative_numbers = true)]
+    per_row: f64,
+    /// Read the matrix from this Matrix Market file instead
+    #[arg(short = 'f', long = "file")]
+    file: Option<std::path::PathBuf>,
+    /// How it is written (selector or agp)
+    #[arg(long, value_enum, default_value_t = Model::Selector)]
+    model: Model,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -142,6 +189,66 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             let rt = runtime(&common)?;
             Ok((run(&rt, &p)?, common.json))
         }
+        App::Transpose { matrix } => reshape_app(&matrix, |_| reshape::Op::Transpose),
+        App::Permute { matrix } => {
+            let seed = matrix.common.seed;
+            reshape_app(&matrix, |m| reshape::Op::random_permutation(m, seed))
+        }
+        App::Toposort { matrix: a } => {
+            let run = match a.model {
+                Model::Selector => toposort::selector,
+                Model::Agp => toposort::agp,
+                Model::Lambda | Model::Exstack => {
+                    return Err("--model: selector or agp for the matrix apps".into())
+                }
+            };
+            let rt = runtime(&a.common)?;
+            let m = match &a.file {
+                Some(f) => bale::matrix::mm::read(f)?,
+                None => {
+                    let n = reshape::total_rows(a.rows, rt.workers())?;
+                    reshape::check_density(a.per_row, n)?;
+                    toposort::generate(n, a.per_row / f64::from(n), a.common.seed)
+                }
+            };
+            Ok((run(&rt, &m)?, a.common.json))
+        }
+        App::Triangles {
+            matrix: a,
+            kronecker,
+        } => {
+            let run = match a.model {
+                Model::Selector => triangles::selector,
+                Model::Agp => triangles::agp,
+                Model::Lambda | Model::Exstack => {
+                    return Err("--model: selector or agp for the matrix apps".into())
+                }
+            };
+            let rt = runtime(&a.common)?;
+            let (l, known) = match (&a.file, &kronecker) {
+                (Some(_), Some(_)) => return Err("-f and -K: give one input".into()),
+                (Some(f), None) => (triangles::lower_of(&bale::matrix::mm::read(f)?)?, None),
+                (None, Some(k)) => {
+                    let (l, known) = triangles::kronecker(k)?;
+                    (l, Some(known))
+                }
+                (None, None) => {
+                    let n = reshape::total_rows(a.rows, rt.workers())?;
+                    reshape::check_density(a.per_row, n)?;
+                    let p = a.per_row / f64::from(n);
+                    (triangles::generate(n, p, a.common.seed), None)
+                }
+            };
+            let o = run(&rt, &l)?;
+            if let (Some(k), Some(got)) = (known, o.result) {
+                if k != got {
+                    return Err(format!(
+                        "triangles: counted {got}, the closed form says {k}"
+                    ));
+                }
+            }
+            Ok((o, a.common.json))
+        }
         App::Randperm {
             per_pe,
             model,
@@ -166,6 +273,30 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
     }
 }
 
+/// Transpose or permute: the input, then the model.
+fn reshape_app(
+    a: &MatrixArgs,
+    op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
+) -> Result<(Outcome, bool), String> {
+    let run = match a.model {
+        Model::Selector => reshape::selector,
+        Model::Agp => reshape::agp,
+        Model::Lambda | Model::Exstack => {
+            return Err("--model: selector or agp for the matrix apps".into())
+        }
+    };
+    let rt = runtime(&a.common)?;
+    let m = reshape::input(
+        a.file.as_deref(),
+        a.rows,
+        a.per_row,
+        rt.workers(),
+        a.common.seed,
+    )?;
+    let op = op(&m);
+    Ok((run(&rt, &m, &op)?, a.common.json))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -185,8 +316,9 @@ fn main() -> ExitCode {
 }
 
 fn print_line(o: &apps::Outcome) {
+    let found = o.result.map_or(String::new(), |r| format!(", {r} found"));
     println!(
-        "{} ({}, {} PEs): {:.4} s, {:.2} M {}/s, {} {} checked",
+        "{} ({}, {} PEs): {:.4} s, {:.2} M {}/s, {} {} checked{found}",
         o.app, o.model, o.pes, o.seconds, o.rate_millions, o.unit, o.operations, o.unit
     );
 }

@@ -29,6 +29,19 @@ fn every_app_checks_out_on_one_two_and_three_pes() {
                 "ig -n 20000 -T 53 --model exstack",
                 "histogram -n 0 -T 5",
                 "ig -n 1 -T 1",
+                "transpose -n 700 -z 6",
+                "transpose -n 700 -z 6 --model agp",
+                "permute -n 700 -z 6",
+                "permute -n 700 -z 6 --model agp",
+                "transpose -n 1 -z 0",
+                "toposort -n 700 -z 6",
+                "toposort -n 700 -z 6 --model agp",
+                "toposort -n 1 -z 0",
+                "triangles -n 300 -z 12",
+                "triangles -n 300 -z 12 --model agp",
+                "triangles -n 1 -z 0",
+                "triangles -K 1:3x4x2",
+                "triangles -K 2:3x4x5 --model agp",
                 "randperm -n 5000",
                 "randperm -n 5000 --model agp",
                 "randperm -n 1",
@@ -40,6 +53,67 @@ fn every_app_checks_out_on_one_two_and_three_pes() {
             }
         }
     }
+}
+
+#[test]
+fn matrix_market_files_are_read_and_their_errors_named() {
+    let dir = std::env::temp_dir().join(format!("bale-mm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.mm");
+    // A symmetric real matrix with a comment: the lower triangle is listed, values ignored.
+    std::fs::write(
+        &good,
+        "%%MatrixMarket matrix coordinate real symmetric\n% from a user\n5 5 6\n1 1 2.0\n\
+         2 1 -1\n3 2 -1\n4 3 -1\n5 4 -1\n5 1 0.5\n",
+    )
+    .unwrap();
+    for pes in 1..=3 {
+        for app in ["transpose", "permute"] {
+            for model in ["selector", "agp"] {
+                let args = format!("{app} -f {} --pes {pes} --model {model}", good.display());
+                let (ok, out, err) = bale(&args);
+                assert!(ok, "{args}: {err}");
+                assert!(out.contains("11 nonzeros checked"), "{args}: {out}");
+            }
+        }
+    }
+    // Not morally upper triangular (rows 1 and 5 are symmetric), and a permuted identity.
+    let (ok, _, err) = bale(&format!("toposort -f {} --pes 2", good.display()));
+    assert!(
+        !ok && err.contains("not a permuted upper triangle"),
+        "{err}"
+    );
+    let perm = dir.join("perm.mm");
+    std::fs::write(
+        &perm,
+        "%%MatrixMarket matrix coordinate pattern general\n3 3 4\n1 3\n2 1\n3 2\n1 1\n",
+    )
+    .unwrap();
+    for model in ["selector", "agp"] {
+        let (ok, out, err) = bale(&format!(
+            "toposort -f {} --pes 2 --model {model}",
+            perm.display()
+        ));
+        assert!(ok && out.contains("3 rows checked"), "{err}{out}");
+    }
+    // The symmetric file as a graph: edges 1-2, 2-3, 3-4, 4-5, 5-1 (a 5-cycle), no triangle.
+    let (ok, out, err) = bale(&format!("triangles -f {} --pes 2", good.display()));
+    assert!(ok && out.contains("5 edges checked, 0 found"), "{err}{out}");
+    let bad = dir.join("bad.mm");
+    std::fs::write(
+        &bad,
+        "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n3 1\n",
+    )
+    .unwrap();
+    let (ok, _, err) = bale(&format!("transpose -f {}", bad.display()));
+    assert!(
+        !ok && err.contains("bad.mm: line 3: row 3 outside"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (ok, _, err) = bale(&format!("permute -f {}", dir.join("none.mm").display()));
+    assert!(!ok && err.contains("none.mm"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -64,6 +138,14 @@ fn bad_input_is_one_line() {
         ("nosuchapp", "nosuchapp"),
         ("ig --model lambda", "no lambda"),
         ("randperm -n 0", "-n 0"),
+        ("transpose -n 0", "-n 0"),
+        ("transpose -z -1", "-z -1"),
+        ("permute -n 5 -z 100 --pes 2", "-z 100"),
+        ("transpose --model lambda", "selector or agp"),
+        ("toposort -n 0", "-n 0"),
+        ("triangles -K 1:3y4", "-K 1:3y4"),
+        ("triangles -K 7:3x4", "-K 7"),
+        ("triangles -K 1:1000x1000x1000", "2^26"),
         ("randperm -n 3000000000", "-n 3000000000"),
         ("randperm --model exstack", "selector or agp"),
     ] {

@@ -263,3 +263,53 @@ fn loom_selector_termination_is_never_early() {
         assert_eq!(h1, [1, 0], "PE 1 handles the request");
     });
 }
+
+/// The termination of a group of mailboxes that feed each other, on two PEs: PE 0's program
+/// sends one message to PE 1's mailbox 0, whose handler sends one to PE 0's mailbox 1 —
+/// published before the batch counts as processed, handed over later. Both programs are
+/// done with both mailboxes at once. Neither PE may see the group terminated before the
+/// second message was handled.
+#[test]
+fn loom_a_cycle_of_mailboxes_never_terminates_early() {
+    use crate::actor::termination::Termination;
+    loom::model(|| {
+        let term = Arc::new(Termination::new(2, 2));
+        let inbox: Arc<[Mutex<VecDeque<usize>>; 2]> =
+            Arc::new([Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())]);
+        let pe = |me: usize, term: Arc<Termination>, inbox: Arc<[Mutex<VecDeque<usize>>; 2]>| {
+            move || {
+                if me == 0 {
+                    term.sent(0, 1);
+                    lock(&inbox[1]).push_back(0);
+                }
+                term.done(0);
+                term.done(1);
+                let (mut handled, mut buffered) = ([0usize; 2], false);
+                loop {
+                    let m = lock(&inbox[me]).pop_front();
+                    if let Some(mailbox) = m {
+                        handled[mailbox] += 1;
+                        if mailbox == 0 {
+                            // The handler's send: published with the batch, buffered.
+                            term.sent(1, 1);
+                            buffered = true;
+                        }
+                        term.processed(mailbox, 1);
+                    } else if buffered {
+                        lock(&inbox[0]).push_back(1);
+                        buffered = false;
+                    }
+                    if term.group_terminated(&[0, 1]) {
+                        return handled;
+                    }
+                    thread::yield_now();
+                }
+            }
+        };
+        let t = thread::spawn(pe(1, term.clone(), inbox.clone()));
+        let h0 = pe(0, term, inbox)();
+        let h1 = t.join().unwrap();
+        assert_eq!(h0, [0, 1], "PE 0 handles the reply");
+        assert_eq!(h1, [1, 0], "PE 1 handles the request");
+    });
+}

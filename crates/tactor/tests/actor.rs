@@ -121,6 +121,90 @@ fn rounds() {
     }
 }
 
+/// Ping-pong between two mailboxes that feed each other: each message bounces `hops` more
+/// times, alternating mailboxes, to PEs chosen by its seed.
+struct Bounces {
+    handled: [u64; 2],
+    ended: u64,
+}
+
+impl Handler<Hop> for Bounces {
+    fn process(&mut self, mailbox: usize, mut m: Hop, _from: usize, out: &mut Outbox<'_, Hop>) {
+        self.handled[mailbox] += 1;
+        if m.hops > 0 {
+            m.hops -= 1;
+            let pe = (mix(&mut m.seed) % out.pes() as u64) as usize;
+            out.send(1 - mailbox, m, pe);
+        } else {
+            self.ended = self.ended.wrapping_add(m.seed);
+        }
+    }
+}
+
+#[test]
+fn mailboxes_that_feed_each_other_terminate_together_after_every_bounce() {
+    watchdog(|| {
+        let mut rng = 11u64;
+        for round in 0..60 {
+            let pes = 1 + (mix(&mut rng) % 4) as usize;
+            let per_pe = mix(&mut rng) % 500;
+            let max_hops = 1 + mix(&mut rng) % 40;
+            let rt = Runtime::builder().workers(pes).pin(false).build().unwrap();
+            let spec = Spec::new(2).fed_by(0, &[1]).fed_by(1, &[0]);
+            let states = (0..pes)
+                .map(|_| Bounces {
+                    handled: [0; 2],
+                    ended: 0,
+                })
+                .collect();
+            let start = |p: usize| (round as u64) << 32 | p as u64;
+            let out = actor::run(&rt, &spec, states, |pe| {
+                if round % 2 == 1 {
+                    std::thread::sleep(std::time::Duration::from_micros(300 * pe.pe() as u64));
+                }
+                let mut s = start(pe.pe());
+                for _ in 0..per_pe {
+                    let m = Hop {
+                        hops: (mix(&mut s) % max_hops) as u32,
+                        seed: mix(&mut s),
+                    };
+                    let dest = (mix(&mut s) % pe.pes() as u64) as usize;
+                    pe.send(0, m, dest);
+                }
+            });
+            let mut want = ([0u64; 2], 0u64);
+            for p in 0..pes {
+                let mut s = start(p);
+                for _ in 0..per_pe {
+                    let mut m = Hop {
+                        hops: (mix(&mut s) % max_hops) as u32,
+                        seed: mix(&mut s),
+                    };
+                    let _dest = mix(&mut s);
+                    let mut mailbox = 0;
+                    loop {
+                        want.0[mailbox] += 1;
+                        if m.hops == 0 {
+                            want.1 = want.1.wrapping_add(m.seed);
+                            break;
+                        }
+                        m.hops -= 1;
+                        let _ = mix(&mut m.seed);
+                        mailbox = 1 - mailbox;
+                    }
+                }
+            }
+            let mut got = ([0u64; 2], 0u64);
+            for t in &out {
+                got.0[0] += t.handled[0];
+                got.0[1] += t.handled[1];
+                got.1 = got.1.wrapping_add(t.ended);
+            }
+            assert_eq!(got, want, "round {round}: {pes} PEs, {per_pe} sends each");
+        }
+    });
+}
+
 /// Index-gather: requests to the owner of a table entry, replies to the requester.
 enum Ig {
     Request { index: u32, slot: u32 },

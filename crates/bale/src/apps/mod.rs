@@ -4,6 +4,9 @@
 pub mod histogram;
 pub mod index_gather;
 pub mod randperm;
+pub mod reshape;
+pub mod toposort;
+pub mod triangles;
 
 use serde::Serialize;
 use tactor::Runtime;
@@ -25,6 +28,9 @@ pub struct Outcome {
     pub unit: &'static str,
     /// Millions of operations per second.
     pub rate_millions: f64,
+    /// What the app computed, where it is a number (triangles found).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<u64>,
 }
 
 impl Outcome {
@@ -45,6 +51,7 @@ impl Outcome {
             operations,
             unit,
             rate_millions: operations as f64 / seconds.max(1e-12) / 1e6,
+            result: None,
         }
     }
 }

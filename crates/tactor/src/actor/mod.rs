@@ -3,7 +3,9 @@
 //! message to that PE's handler — asynchronously, aggregated per destination, never refused
 //! for lack of space. A mailbox terminates when every PE said it sends no more to it and every
 //! message sent to it was handled; a mailbox that only handlers send to closes by itself once
-//! the mailboxes feeding it terminated ([`Spec::fed_by`]).
+//! the mailboxes feeding it terminated ([`Spec::fed_by`]). Mailboxes that feed each other (a
+//! request that may cause another request) terminate together, once the programs are done
+//! with them and no message of theirs is left anywhere (`termination.rs`).
 //!
 //! **A PE is a worker** of the runtime (in one process; on several ranks, a worker of a rank):
 //! a PE's handler runs only on its worker, so its state needs no lock, and two workers of one
@@ -79,8 +81,15 @@ impl Spec {
         }
     }
 
-    /// Mailbox `mailbox` receives only from the handlers of `feeders`, and closes by itself
-    /// once they terminated.
+    /// Mailbox `mailbox` receives from the handlers of `feeders` (and from the programs, until
+    /// they are done with it), and closes by itself once they terminated. Mailboxes that feed
+    /// each other, directly or through others, form a group that terminates as one.
+    ///
+    /// ```
+    /// // Pivots (0) cause removals (1), which may cause pivots: a cycle.
+    /// let spec = tactor::actor::Spec::new(2).fed_by(1, &[0]).fed_by(0, &[1]);
+    /// assert_eq!(spec.mailboxes(), 2);
+    /// ```
     ///
     /// # Panics
     /// If a mailbox index is out of range, or `mailbox` feeds itself.
@@ -103,6 +112,27 @@ impl Spec {
     /// Whether handlers of mailbox `from` may send to mailbox `to`.
     fn feeds(&self, from: usize, to: usize) -> bool {
         self.feeders[to].as_ref().is_some_and(|f| f.contains(&from))
+    }
+
+    /// Per mailbox, the group of mailboxes it feeds and is fed by (itself included), if it
+    /// is on a cycle of `fed_by`.
+    fn groups(&self) -> Vec<Option<Vec<usize>>> {
+        let n = self.mailboxes();
+        // reach[a][b]: a message of `a` may cause one of `b` (transitive closure).
+        let mut reach: Vec<Vec<bool>> = (0..n)
+            .map(|a| (0..n).map(|b| self.feeds(a, b)).collect())
+            .collect();
+        for k in 0..n {
+            let via = reach[k].clone();
+            for row in reach.iter_mut().filter(|row| row[k]) {
+                for (r, v) in row.iter_mut().zip(&via) {
+                    *r |= v;
+                }
+            }
+        }
+        (0..n)
+            .map(|m| reach[m][m].then(|| (0..n).filter(|&k| reach[m][k] && reach[k][m]).collect()))
+            .collect()
     }
 }
 
@@ -147,6 +177,8 @@ struct Batch<M> {
 /// What the PEs of one selector share.
 struct World<M> {
     spec: Spec,
+    /// Per mailbox, its group if it is on a cycle (`Spec::groups`).
+    groups: Vec<Option<Vec<usize>>>,
     pes: usize,
     inboxes: Vec<Injector<Batch<M>>>,
     term: Termination,
@@ -154,10 +186,24 @@ struct World<M> {
     failed: AtomicBool,
 }
 
-/// A PE's outgoing buffers, one per (mailbox, destination).
+/// A PE's outgoing buffers, one per (mailbox, destination), and per mailbox the messages
+/// put in them that its termination counts do not show yet.
 struct Buffers<M> {
     bufs: Vec<Vec<M>>,
     cap: usize,
+    unpublished: Vec<u64>,
+}
+
+impl<M> Buffers<M> {
+    /// Adds the sends to `mailbox` not yet counted to its termination counts: before any of
+    /// them is handed over, and before the batch that caused them counts as processed.
+    #[inline]
+    fn publish(&mut self, term: &Termination, mailbox: usize) {
+        let n = std::mem::take(&mut self.unpublished[mailbox]);
+        if n > 0 {
+            term.sent(mailbox, n as usize);
+        }
+    }
 }
 
 /// How a handler sends: into its PE's buffers.
@@ -190,6 +236,7 @@ impl<M: Send> Outbox<'_, M> {
             );
         }
         let i = mailbox * w.pes + pe;
+        self.bufs.unpublished[mailbox] += 1;
         let buf = &mut self.bufs.bufs[i];
         buf.push(msg);
         if buf.len() >= self.bufs.cap {
@@ -214,8 +261,8 @@ fn flush<M: Send>(w: &World<M>, bufs: &mut Buffers<M>, me: usize, mailbox: usize
     if bufs.bufs[i].is_empty() {
         return;
     }
+    bufs.publish(&w.term, mailbox);
     let msgs = std::mem::replace(&mut bufs.bufs[i], Vec::with_capacity(bufs.cap));
-    w.term.sent(mailbox, msgs.len());
     w.inboxes[pe].push(Batch {
         mailbox: mailbox as u32,
         from: me as u32,
@@ -297,6 +344,9 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
         for m in b.msgs {
             self.state.process(mailbox, m, b.from as usize, &mut out);
         }
+        for to in 0..self.world.spec.mailboxes() {
+            self.bufs.publish(&self.world.term, to);
+        }
         self.world.term.processed(mailbox, n);
     }
 
@@ -308,6 +358,7 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
         for pe in 0..self.world.pes {
             flush(self.world, &mut self.bufs, self.me, mailbox, pe);
         }
+        self.bufs.publish(&self.world.term, mailbox);
         self.done[mailbox] = true;
         self.world.term.done(mailbox);
     }
@@ -321,11 +372,12 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
     }
 
     /// After the program returned: handles messages until every mailbox terminated, closing
-    /// the program's mailboxes at once and each fed mailbox when its feeders terminated.
+    /// the program's mailboxes (and every mailbox of a group) at once and each other fed
+    /// mailbox when its feeders terminated.
     fn finish(&mut self) {
         let spec = &self.world.spec;
         for m in 0..spec.mailboxes() {
-            if spec.feeders[m].is_none() {
+            if spec.feeders[m].is_none() || self.world.groups[m].is_some() {
                 self.done(m);
             }
         }
@@ -347,11 +399,11 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
                     let feeders = spec.feeders[m]
                         .as_ref()
                         .expect("program mailboxes are done");
-                    if feeders.iter().all(|&f| self.world.term.terminated(f)) {
+                    if feeders.iter().all(|&f| self.world.terminated(f)) {
                         self.done(m);
                     }
                 }
-                all &= self.world.term.terminated(m);
+                all &= self.world.terminated(m);
             }
             if all || self.world.failed.load(Ordering::Relaxed) {
                 return;
@@ -376,9 +428,29 @@ fn pop<M>(q: &Injector<Batch<M>>) -> Option<Batch<M>> {
 }
 
 impl<M: Send> World<M> {
+    /// Whether mailbox `m` (alone, or with its group) has terminated.
+    fn terminated(&self, m: usize) -> bool {
+        match &self.groups[m] {
+            Some(members) => {
+                // The mailboxes feeding the group from outside first: their messages must all
+                // have been published.
+                let outside = members.iter().flat_map(|&g| {
+                    self.spec.feeders[g]
+                        .iter()
+                        .flatten()
+                        .filter(|f| !members.contains(f))
+                });
+                outside.into_iter().all(|&f| self.terminated(f))
+                    && self.term.group_terminated(members)
+            }
+            None => self.term.terminated(m),
+        }
+    }
+
     fn new(spec: &Spec, pes: usize) -> World<M> {
         World {
             spec: spec.clone(),
+            groups: spec.groups(),
             pes,
             inboxes: (0..pes).map(|_| Injector::new()).collect(),
             term: Termination::new(spec.mailboxes(), pes),
@@ -398,6 +470,7 @@ impl<M: Send> World<M> {
                     .map(|_| Vec::with_capacity(cap))
                     .collect(),
                 cap,
+                unpublished: vec![0; self.spec.mailboxes()],
             },
             state,
             me,
@@ -534,5 +607,31 @@ where
     Selection {
         completion: Event::merge(&done),
         results,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spec;
+
+    #[test]
+    fn mailboxes_on_a_cycle_of_feeding_form_one_group() {
+        // 0 → 1 → 2 ⇄ 3, and 4 fed by 3.
+        let spec = Spec::new(5)
+            .fed_by(1, &[0])
+            .fed_by(2, &[1, 3])
+            .fed_by(3, &[2])
+            .fed_by(4, &[3]);
+        let g = spec.groups();
+        assert_eq!(g[0], None);
+        assert_eq!(g[1], None);
+        assert_eq!(g[2], Some(vec![2, 3]));
+        assert_eq!(g[3], Some(vec![2, 3]));
+        assert_eq!(g[4], None);
+        let ring = Spec::new(3).fed_by(0, &[2]).fed_by(1, &[0]).fed_by(2, &[1]);
+        assert!(ring
+            .groups()
+            .iter()
+            .all(|g| g.as_deref() == Some(&[0, 1, 2][..])));
     }
 }

@@ -10,6 +10,16 @@
 //! in the destination mailbox, which is why a mailbox that handlers send to must be declared
 //! fed by the handlers' mailbox ([`super::Spec::fed_by`]) and closes only after its feeders
 //! terminated and every PE flushed to it.
+//!
+//! Mailboxes that feed each other (a cycle of `fed_by`) form a group that terminates as one:
+//! every PE's program is done with each of them, the mailboxes outside feeding in have
+//! terminated, and the group is quiet. For that, a PE publishes what its handlers sent (its
+//! `sent` counts) before it hands any of it over and before it counts the batch that caused
+//! it as processed, so at every moment a group's `sent` is at least its `processed`. Reading
+//! every `processed` first and every `sent` after, equal sums mean that when the reads of
+//! `processed` ended, every message published had been handled and no handler was midway
+//! through a batch (its batch was published but not yet processed) — nothing is left to
+//! send anything, ever.
 
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
@@ -56,6 +66,26 @@ impl Termination {
     /// One PE sends no more to mailbox `m` (after its last flush to it).
     pub(crate) fn done(&self, m: usize) {
         self.counts[m].done.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether the group of mutually feeding mailboxes `members` has terminated (see the
+    /// module documentation); the mailboxes feeding it from outside must have terminated.
+    pub(crate) fn group_terminated(&self, members: &[usize]) -> bool {
+        if members
+            .iter()
+            .any(|&m| self.counts[m].done.load(Ordering::Acquire) < self.pes)
+        {
+            return false;
+        }
+        let processed: u64 = members
+            .iter()
+            .map(|&m| self.counts[m].processed.load(Ordering::Acquire))
+            .sum();
+        let sent: u64 = members
+            .iter()
+            .map(|&m| self.counts[m].sent.load(Ordering::Acquire))
+            .sum();
+        processed == sent
     }
 
     /// Whether mailbox `m` has terminated.

@@ -1,0 +1,258 @@
+//! Transpose and permute a sparse matrix distributed by rows: both move every nonzero to the
+//! owner of its new row — `(r, c)` becomes `(c, r)` for the transpose, `(rows[r], cols[c])`
+//! for a permutation — and each PE builds its new rows from what arrived. One message per
+//! nonzero on a selector; the AGP baseline counts each new row's length with one atomic add
+//! per nonzero, then places each nonzero with one more. Checked against the serial transpose
+//! or permutation of the whole matrix.
+
+use super::{on_pes, Outcome};
+use crate::matrix::{self, assemble, generate, local_rows, owner, Matrix};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Instant;
+use tactor::actor::{self, Handler, Outbox, Spec};
+use tactor::Runtime;
+
+/// Which reshaping.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// `(r, c)` → `(c, r)`.
+    Transpose,
+    /// `(r, c)` → `(rows[r], cols[c])`.
+    Permute {
+        /// Where each row goes.
+        rows: Vec<u32>,
+        /// Where each column goes.
+        cols: Vec<u32>,
+    },
+}
+
+impl Op {
+    /// A random row and column permutation of `m` from `seed`.
+    pub fn random_permutation(m: &Matrix, seed: u64) -> Op {
+        Op::Permute {
+            rows: generate::permutation(m.rows, seed, 0),
+            cols: generate::permutation(m.cols, seed, 1),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Transpose => "transpose",
+            Op::Permute { .. } => "permute",
+        }
+    }
+
+    /// Where nonzero `(r, c)` goes.
+    #[inline]
+    fn apply(&self, r: u32, c: u32) -> (u32, u32) {
+        match self {
+            Op::Transpose => (c, r),
+            Op::Permute { rows, cols } => (rows[r as usize], cols[c as usize]),
+        }
+    }
+
+    /// The shape of the result.
+    fn shape(&self, m: &Matrix) -> (u32, u32) {
+        match self {
+            Op::Transpose => (m.cols, m.rows),
+            Op::Permute { .. } => (m.rows, m.cols),
+        }
+    }
+
+    /// The serial reference.
+    fn reference(&self, m: &Matrix) -> Matrix {
+        match self {
+            Op::Transpose => m.transpose(),
+            Op::Permute { rows, cols } => m.permute(rows, cols),
+        }
+    }
+}
+
+/// A PE's new rows: `(local row, column)` pairs as they arrived.
+struct Arrived(Vec<(u32, u32)>);
+
+impl Handler<(u32, u32)> for Arrived {
+    #[inline]
+    fn process(&mut self, _: usize, m: (u32, u32), _: usize, _: &mut Outbox<'_, (u32, u32)>) {
+        self.0.push(m);
+    }
+}
+
+/// Rows of `rows` local rows from `(local row, column)` pairs, columns ascending.
+fn rows_from(rows: usize, mut pairs: Vec<(u32, u32)>) -> Vec<Vec<u32>> {
+    pairs.sort_unstable();
+    let mut out = vec![Vec::new(); rows];
+    for (l, c) in pairs {
+        out[l as usize].push(c);
+    }
+    out
+}
+
+fn finish(
+    op: &Op,
+    m: &Matrix,
+    model: &'static str,
+    pes: usize,
+    start: Instant,
+    parts: &[Vec<Vec<u32>>],
+) -> Result<Outcome, String> {
+    let seconds = start.elapsed().as_secs_f64();
+    let (rows, cols) = op.shape(m);
+    let got = assemble(rows, cols, parts);
+    let want = op.reference(m);
+    if got != want {
+        let r = (0..rows).find(|&r| got.row(r) != want.row(r)).unwrap_or(0);
+        return Err(format!(
+            "{}: row {r} is {:?}, expected {:?}",
+            op.name(),
+            got.row(r),
+            want.row(r)
+        ));
+    }
+    Ok(Outcome::new(
+        op.name(),
+        model,
+        pes,
+        seconds,
+        m.nnz() as u64,
+        "nonzeros",
+    ))
+}
+
+/// `op` on a selector: one message per nonzero to the owner of its new row.
+pub fn selector(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    let states = (0..pes).map(|_| Arrived(Vec::new())).collect();
+    let start = Instant::now();
+    let out = actor::run(rt, &Spec::new(1), states, |pe| {
+        for (r, cs) in m.rows_of(pe.pe(), pes) {
+            for &c in cs {
+                let (r2, c2) = op.apply(r, c);
+                let (dest, local) = owner(r2, pes);
+                pe.send(0, (local as u32, c2), dest);
+            }
+        }
+    });
+    let rows = op.shape(m).0;
+    let parts: Vec<Vec<Vec<u32>>> = out
+        .into_iter()
+        .enumerate()
+        .map(|(pe, a)| rows_from(local_rows(rows, pe, pes), a.0))
+        .collect();
+    finish(op, m, "selector", pes, start, &parts)
+}
+
+/// `op` in the AGP model: an atomic add on the new row's count per nonzero, then an atomic
+/// add on its cursor to place it.
+pub fn agp(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    let rows = op.shape(m).0;
+    let counts: Vec<Vec<AtomicUsize>> = (0..pes)
+        .map(|pe| {
+            (0..=local_rows(rows, pe, pes))
+                .map(|_| AtomicUsize::new(0))
+                .collect()
+        })
+        .collect();
+    let start = Instant::now();
+    on_pes(rt, |me| {
+        for (r, cs) in m.rows_of(me, pes) {
+            for &c in cs {
+                let (dest, local) = owner(op.apply(r, c).0, pes);
+                counts[dest][local + 1].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    // Prefix sums: each PE's own (the barrier between phases is the end of `on_pes`).
+    let slots: Vec<Vec<AtomicU32>> = counts
+        .iter()
+        .map(|c| {
+            let mut at = 0;
+            for x in c {
+                at += x.load(Ordering::Relaxed);
+                x.store(at, Ordering::Relaxed);
+            }
+            (0..at).map(|_| AtomicU32::new(0)).collect()
+        })
+        .collect();
+    on_pes(rt, |me| {
+        for (r, cs) in m.rows_of(me, pes) {
+            for &c in cs {
+                let (r2, c2) = op.apply(r, c);
+                let (dest, local) = owner(r2, pes);
+                let at = counts[dest][local].fetch_add(1, Ordering::Relaxed);
+                slots[dest][at].store(c2, Ordering::Relaxed);
+            }
+        }
+    });
+    // Each row's cursor ended at the next row's start: row `l` is `[cursor[l - 1], cursor[l])`.
+    let parts: Vec<Vec<Vec<u32>>> = (0..pes)
+        .map(|pe| {
+            let ends: Vec<usize> = counts[pe]
+                .iter()
+                .map(|x| x.load(Ordering::Relaxed))
+                .collect();
+            (0..local_rows(rows, pe, pes))
+                .map(|l| {
+                    let from = if l == 0 { 0 } else { ends[l - 1] };
+                    let mut row: Vec<u32> = slots[pe][from..ends[l]]
+                        .iter()
+                        .map(|x| x.load(Ordering::Relaxed))
+                        .collect();
+                    row.sort_unstable();
+                    row
+                })
+                .collect()
+        })
+        .collect();
+    finish(op, m, "agp", pes, start, &parts)
+}
+
+/// The rows of a generated matrix of `rows_per_pe` rows per PE, or why it cannot be made.
+pub fn total_rows(rows_per_pe: u64, pes: usize) -> Result<u32, String> {
+    rows_per_pe
+        .checked_mul(pes as u64)
+        .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
+        .map(|n| n as u32)
+        .ok_or_else(|| {
+            format!(
+                "-n {rows_per_pe}: 1 to {} rows per PE on {pes} PEs",
+                u64::from(u32::MAX) / pes as u64
+            )
+        })
+}
+
+/// Refuses `-z` values a matrix of `n` columns cannot have.
+pub fn check_density(per_row: f64, n: u32) -> Result<(), String> {
+    if !(per_row.is_finite() && per_row >= 0.0 && per_row <= f64::from(n)) {
+        return Err(format!("-z {per_row}: 0 to {n} nonzeros per row"));
+    }
+    Ok(())
+}
+
+/// The input of `transpose`/`permute`: a Matrix Market file, or an Erdős–Rényi matrix of
+/// `rows_per_pe × pes` rows and columns with `per_row` nonzeros per row on average.
+pub fn input(
+    file: Option<&std::path::Path>,
+    rows_per_pe: u64,
+    per_row: f64,
+    pes: usize,
+    seed: u64,
+) -> Result<Matrix, String> {
+    if let Some(f) = file {
+        return matrix::mm::read(f);
+    }
+    let n = u64::from(total_rows(rows_per_pe, pes)?);
+    check_density(per_row, n as u32)?;
+    super::table_bytes(
+        (n as f64 * per_row * 3.0 / pes as f64).ceil() as u64 + n / pes as u64,
+        pes,
+        "a matrix and its copies of",
+    )?;
+    Ok(generate::erdos_renyi(
+        n as u32,
+        n as u32,
+        per_row / n as f64,
+        seed,
+    ))
+}

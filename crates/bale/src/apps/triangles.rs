@@ -1,0 +1,181 @@
+//! Triangle counting (Bale's `triangle`): the triangles of an undirected graph given by the
+//! strictly lower triangle `L` of its adjacency matrix — `sum(L ∘ (L · Lᵀ))`: for every edge
+//! `(i, j)` with `j < i`, the `k < j` adjacent to both.
+//!
+//! On a selector, two hops per edge: the owner of row `i` asks the owner of row `j`
+//! (mailbox 0) for `j`'s neighbours below it, which sends each `k` back as a question to the
+//! owner of row `i` (mailbox 1, fed by 0): is `k` in row `i`? Hits are counted where they
+//! land. The AGP baseline reads row `j` of the shared matrix directly. Checked against the
+//! serial count.
+
+use super::{on_pes, Outcome};
+use crate::matrix::{generate, owner, Matrix};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+use tactor::actor::{self, Handler, Outbox, Spec};
+use tactor::Runtime;
+
+/// The strictly lower triangle of an Erdős–Rényi graph of `n` vertices in which each edge is
+/// present with probability `p`.
+pub fn generate(n: u32, p: f64, seed: u64) -> Matrix {
+    let full = generate::erdos_renyi(n, n, p, seed);
+    Matrix::from_entries(n, n, full.entries().filter(|&(r, c)| c < r).collect())
+}
+
+/// The graph `-K MODE:S1xS2x...` names (Bale's spelling): the lower triangle of
+/// [`generate::kronecker`], and its triangle count in closed form.
+pub fn kronecker(spec: &str) -> Result<(Matrix, u64), String> {
+    let bad = || format!("-K {spec}: expected MODE:S1xS2x... (MODE 0, 1 or 2; star sizes)");
+    let (mode, stars) = spec.split_once(':').ok_or_else(bad)?;
+    let mode: u8 = mode.parse().map_err(|_| bad())?;
+    let stars: Vec<u32> = stars
+        .split('x')
+        .map(|s| s.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let g = generate::kronecker(mode, &stars)?;
+    let known = u64::try_from(generate::kronecker_triangles(mode, &stars)).map_err(|_| bad())?;
+    Ok((lower_of(&g)?, known))
+}
+
+/// The lower triangle of `m`'s pattern taken as an undirected graph (both triangles merged,
+/// the diagonal dropped): what a Matrix Market input is counted on.
+pub fn lower_of(m: &Matrix) -> Result<Matrix, String> {
+    if m.rows != m.cols {
+        return Err(format!(
+            "triangles: a {} × {} matrix is not a graph's adjacency (not square)",
+            m.rows, m.cols
+        ));
+    }
+    let entries = m
+        .entries()
+        .filter(|&(r, c)| r != c)
+        .map(|(r, c)| (r.max(c), r.min(c)))
+        .collect();
+    Ok(Matrix::from_entries(m.rows, m.cols, entries))
+}
+
+/// How many of `a` are in `b` (both ascending).
+fn common(a: &[u32], b: &[u32]) -> u64 {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
+}
+
+/// The serial count (the reference).
+pub fn serial(l: &Matrix) -> u64 {
+    (0..l.rows)
+        .flat_map(|i| l.row(i).iter().map(move |&j| (i, j)))
+        .map(|(i, j)| common(l.row(i), l.row(j)))
+        .sum()
+}
+
+/// A question about an edge `(i, j)` to `j`'s owner (mailbox 0), or "is `k` in row `i`?" to
+/// `i`'s owner (mailbox 1).
+#[derive(Clone, Copy)]
+enum Msg {
+    Neighbours { i: u32, j: u32 },
+    Check { i: u32, k: u32 },
+}
+
+/// A PE's view: the matrix (every PE reads only its own rows), and its count.
+struct Pe<'a> {
+    l: &'a Matrix,
+    pes: usize,
+    count: u64,
+}
+
+impl Handler<Msg> for Pe<'_> {
+    #[inline]
+    fn process(&mut self, _: usize, m: Msg, _from: usize, out: &mut Outbox<'_, Msg>) {
+        match m {
+            Msg::Neighbours { i, j } => {
+                let dest = owner(i, self.pes).0;
+                for &k in self.l.row(j) {
+                    out.send(1, Msg::Check { i, k }, dest);
+                }
+            }
+            Msg::Check { i, k } => {
+                self.count += u64::from(self.l.row(i).binary_search(&k).is_ok());
+            }
+        }
+    }
+}
+
+fn finish(
+    l: &Matrix,
+    model: &'static str,
+    pes: usize,
+    start: Instant,
+    got: u64,
+) -> Result<Outcome, String> {
+    let seconds = start.elapsed().as_secs_f64();
+    let want = serial(l);
+    if got != want {
+        return Err(format!("triangles: counted {got}, expected {want}"));
+    }
+    let mut o = Outcome::new("triangles", model, pes, seconds, l.nnz() as u64, "edges");
+    o.result = Some(got);
+    Ok(o)
+}
+
+/// Triangle counting on a selector (two hops per edge).
+pub fn selector(rt: &Runtime, l: &Matrix) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    let states = (0..pes).map(|_| Pe { l, pes, count: 0 }).collect();
+    let spec = Spec::new(2).fed_by(1, &[0]);
+    let start = Instant::now();
+    let out = actor::run(rt, &spec, states, |pe| {
+        for (i, js) in l.rows_of(pe.pe(), pes) {
+            for &j in js {
+                pe.send(0, Msg::Neighbours { i, j }, owner(j, pes).0);
+            }
+        }
+    });
+    let got = out.iter().map(|p| p.count).sum();
+    finish(l, "selector", pes, start, got)
+}
+
+/// Triangle counting in the AGP model: each PE reads the rows it needs directly.
+pub fn agp(rt: &Runtime, l: &Matrix) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    let total = AtomicU64::new(0);
+    let start = Instant::now();
+    on_pes(rt, |me| {
+        let mut n = 0;
+        for (_, js) in l.rows_of(me, pes) {
+            for &j in js {
+                n += common(js, l.row(j));
+            }
+        }
+        total.fetch_add(n, Ordering::Relaxed);
+    });
+    finish(l, "agp", pes, start, total.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_complete_graph_has_n_choose_3_triangles() {
+        let k5 = generate(5, 1.0, 1);
+        assert_eq!(k5.nnz(), 10);
+        assert_eq!(serial(&k5), 10);
+        // Two triangles sharing the edge (1, 0): {0, 1, 2} and {0, 1, 3}.
+        let g = Matrix::from_entries(4, 4, vec![(1, 0), (2, 0), (2, 1), (3, 0), (3, 1)]);
+        assert_eq!(serial(&g), 2);
+        let sym = Matrix::from_entries(3, 3, vec![(0, 1), (1, 0), (1, 2), (2, 0), (0, 0)]);
+        assert_eq!(lower_of(&sym).unwrap().nnz(), 3);
+        assert_eq!(serial(&lower_of(&sym).unwrap()), 1);
+    }
+}
