@@ -90,9 +90,12 @@ enum App {
     },
 }
 
-/// A sparse matrix input: a Matrix Market file, or an Erdős–Rényi matrix.
+/// A sparse matrix input: a Matrix Market file, or a random graph.
 #[derive(Args)]
 struct MatrixArgs {
+    /// The generated matrix's graph
+    #[arg(long, value_enum, default_value_t = GraphKind::Er)]
+    graph: GraphKind,
     /// Rows (and columns) per PE of the generated matrix
     #[arg(short = 'n', default_value_t = 10_000)]
     rows: u64,
@@ -107,6 +110,14 @@ struct MatrixArgs {
     model: Model,
     #[command(flatten)]
     common: Common,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GraphKind {
+    /// Erdős–Rényi (uniform)
+    Er,
+    /// Random geometric (local)
+    Geometric,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -195,21 +206,15 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             reshape_app(&matrix, |m| reshape::Op::random_permutation(m, seed))
         }
         App::Toposort { matrix: a } => {
-            let run = match a.model {
-                Model::Selector => toposort::selector,
-                Model::Agp => toposort::agp,
-                Model::Lambda | Model::Exstack => {
-                    return Err("--model: selector or agp for the matrix apps".into())
-                }
+            let run = if agp_model(a.model)? {
+                toposort::agp
+            } else {
+                toposort::selector
             };
             let rt = runtime(&a.common)?;
             let m = match &a.file {
                 Some(f) => bale::matrix::mm::read(f)?,
-                None => {
-                    let n = reshape::total_rows(a.rows, rt.workers())?;
-                    reshape::check_density(a.per_row, n)?;
-                    toposort::generate(n, a.per_row / f64::from(n), a.common.seed)
-                }
+                None => toposort::morally_upper(&input(&a, rt.workers())?, a.common.seed)?,
             };
             Ok((run(&rt, &m)?, a.common.json))
         }
@@ -217,27 +222,19 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             matrix: a,
             kronecker,
         } => {
-            let run = match a.model {
-                Model::Selector => triangles::selector,
-                Model::Agp => triangles::agp,
-                Model::Lambda | Model::Exstack => {
-                    return Err("--model: selector or agp for the matrix apps".into())
-                }
+            let run = if agp_model(a.model)? {
+                triangles::agp
+            } else {
+                triangles::selector
             };
             let rt = runtime(&a.common)?;
             let (l, known) = match (&a.file, &kronecker) {
                 (Some(_), Some(_)) => return Err("-f and -K: give one input".into()),
-                (Some(f), None) => (triangles::lower_of(&bale::matrix::mm::read(f)?)?, None),
-                (None, Some(k)) => {
+                (_, Some(k)) => {
                     let (l, known) = triangles::kronecker(k)?;
                     (l, Some(known))
                 }
-                (None, None) => {
-                    let n = reshape::total_rows(a.rows, rt.workers())?;
-                    reshape::check_density(a.per_row, n)?;
-                    let p = a.per_row / f64::from(n);
-                    (triangles::generate(n, p, a.common.seed), None)
-                }
+                (_, None) => (triangles::lower_of(&input(&a, rt.workers())?)?, None),
             };
             let o = run(&rt, &l)?;
             if let (Some(k), Some(got)) = (known, o.result) {
@@ -258,14 +255,10 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 per_pe,
                 seed: common.seed,
             };
-            let run = match model {
-                Model::Selector => randperm::selector,
-                Model::Agp => randperm::agp,
-                Model::Lambda | Model::Exstack => {
-                    return Err(
-                        "randperm: --model selector or agp (no lambda or exstack version)".into(),
-                    )
-                }
+            let run = if agp_model(model)? {
+                randperm::agp
+            } else {
+                randperm::selector
             };
             let rt = runtime(&common)?;
             Ok((run(&rt, &p)?.0, common.json))
@@ -273,26 +266,41 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
     }
 }
 
+/// Whether `model` asks for the AGP version of an app written as a selector and in the AGP
+/// model only.
+fn agp_model(model: Model) -> Result<bool, String> {
+    match model {
+        Model::Selector => Ok(false),
+        Model::Agp => Ok(true),
+        Model::Lambda | Model::Exstack => Err(
+            "--model: this app has a selector and an agp version (lambda and exstack: histogram, ig)"
+                .into(),
+        ),
+    }
+}
+
+/// The app's matrix (`-f`, or the `--graph` of `-n` rows per PE and `-z` per row).
+fn input(a: &MatrixArgs, pes: usize) -> Result<bale::matrix::Matrix, String> {
+    let graph = match a.graph {
+        GraphKind::Er => bale::matrix::Graph::ErdosRenyi,
+        GraphKind::Geometric => bale::matrix::Graph::Geometric,
+    };
+    let file = a.file.as_deref();
+    bale::matrix::input(file, graph, a.rows, a.per_row, pes, a.common.seed)
+}
+
 /// Transpose or permute: the input, then the model.
 fn reshape_app(
     a: &MatrixArgs,
     op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
 ) -> Result<(Outcome, bool), String> {
-    let run = match a.model {
-        Model::Selector => reshape::selector,
-        Model::Agp => reshape::agp,
-        Model::Lambda | Model::Exstack => {
-            return Err("--model: selector or agp for the matrix apps".into())
-        }
+    let run = if agp_model(a.model)? {
+        reshape::agp
+    } else {
+        reshape::selector
     };
     let rt = runtime(&a.common)?;
-    let m = reshape::input(
-        a.file.as_deref(),
-        a.rows,
-        a.per_row,
-        rt.workers(),
-        a.common.seed,
-    )?;
+    let m = input(a, rt.workers())?;
     let op = op(&m);
     Ok((run(&rt, &m, &op)?, a.common.json))
 }

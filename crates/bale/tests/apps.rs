@@ -38,6 +38,10 @@ fn every_app_checks_out_on_one_two_and_three_pes() {
                 "toposort -n 700 -z 6 --model agp",
                 "toposort -n 1 -z 0",
                 "triangles -n 300 -z 12",
+                "triangles -n 300 -z 12 --graph geometric",
+                "transpose -n 300 -z 8 --graph geometric --model agp",
+                "permute -n 300 -z 8 --graph geometric",
+                "toposort -n 300 -z 8 --graph geometric",
                 "triangles -n 300 -z 12 --model agp",
                 "triangles -n 1 -z 0",
                 "triangles -K 1:3x4x2",
@@ -141,13 +145,14 @@ fn bad_input_is_one_line() {
         ("transpose -n 0", "-n 0"),
         ("transpose -z -1", "-z -1"),
         ("permute -n 5 -z 100 --pes 2", "-z 100"),
-        ("transpose --model lambda", "selector or agp"),
+        ("transpose --model lambda", "a selector and an agp version"),
         ("toposort -n 0", "-n 0"),
+        ("transpose --graph grid", "grid"),
         ("triangles -K 1:3y4", "-K 1:3y4"),
         ("triangles -K 7:3x4", "-K 7"),
         ("triangles -K 1:1000x1000x1000", "2^26"),
         ("randperm -n 3000000000", "-n 3000000000"),
-        ("randperm --model exstack", "selector or agp"),
+        ("randperm --model exstack", "a selector and an agp version"),
     ] {
         let (ok, _, err) = bale(args);
         assert!(!ok, "{args} was accepted");

@@ -6,7 +6,7 @@
 //! or permutation of the whole matrix.
 
 use super::{on_pes, Outcome};
-use crate::matrix::{self, assemble, generate, local_rows, owner, Matrix};
+use crate::matrix::{assemble, generate, local_rows, owner, Matrix};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Instant;
 use tactor::actor::{self, Handler, Outbox, Spec};
@@ -206,53 +206,4 @@ pub fn agp(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
         })
         .collect();
     finish(op, m, "agp", pes, start, &parts)
-}
-
-/// The rows of a generated matrix of `rows_per_pe` rows per PE, or why it cannot be made.
-pub fn total_rows(rows_per_pe: u64, pes: usize) -> Result<u32, String> {
-    rows_per_pe
-        .checked_mul(pes as u64)
-        .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
-        .map(|n| n as u32)
-        .ok_or_else(|| {
-            format!(
-                "-n {rows_per_pe}: 1 to {} rows per PE on {pes} PEs",
-                u64::from(u32::MAX) / pes as u64
-            )
-        })
-}
-
-/// Refuses `-z` values a matrix of `n` columns cannot have.
-pub fn check_density(per_row: f64, n: u32) -> Result<(), String> {
-    if !(per_row.is_finite() && per_row >= 0.0 && per_row <= f64::from(n)) {
-        return Err(format!("-z {per_row}: 0 to {n} nonzeros per row"));
-    }
-    Ok(())
-}
-
-/// The input of `transpose`/`permute`: a Matrix Market file, or an Erdős–Rényi matrix of
-/// `rows_per_pe × pes` rows and columns with `per_row` nonzeros per row on average.
-pub fn input(
-    file: Option<&std::path::Path>,
-    rows_per_pe: u64,
-    per_row: f64,
-    pes: usize,
-    seed: u64,
-) -> Result<Matrix, String> {
-    if let Some(f) = file {
-        return matrix::mm::read(f);
-    }
-    let n = u64::from(total_rows(rows_per_pe, pes)?);
-    check_density(per_row, n as u32)?;
-    super::table_bytes(
-        (n as f64 * per_row * 3.0 / pes as f64).ceil() as u64 + n / pes as u64,
-        pes,
-        "a matrix and its copies of",
-    )?;
-    Ok(generate::erdos_renyi(
-        n as u32,
-        n as u32,
-        per_row / n as f64,
-        seed,
-    ))
 }

@@ -21,21 +21,27 @@ use std::time::Instant;
 use tactor::actor::{self, Handler, Outbox, Spec};
 use tactor::Runtime;
 
-/// A morally upper-triangular matrix of `n` rows: an upper triangle whose entries above the
-/// diagonal are nonzero with probability `p`, a full diagonal, rows and columns permuted.
-pub fn generate(n: u32, p: f64, seed: u64) -> Matrix {
-    let full = generate::erdos_renyi(n, n, p, seed);
+/// A morally upper-triangular matrix made from `base` (square): its entries above the
+/// diagonal, a full diagonal, and rows and columns permuted at random.
+pub fn morally_upper(base: &Matrix, seed: u64) -> Result<Matrix, String> {
+    if base.rows != base.cols {
+        return Err(format!(
+            "toposort: a {} × {} matrix is not square",
+            base.rows, base.cols
+        ));
+    }
+    let n = base.rows;
     let upper = Matrix::from_entries(
         n,
         n,
-        full.entries()
+        base.entries()
             .filter(|&(r, c)| r < c)
             .chain((0..n).map(|i| (i, i)))
             .collect(),
     );
     let op_rows = generate::permutation(n, seed, 2);
     let op_cols = generate::permutation(n, seed, 3);
-    upper.permute(&op_rows, &op_cols)
+    Ok(upper.permute(&op_rows, &op_cols))
 }
 
 /// Whether `rows`/`cols` make `m` upper triangular with a full diagonal; names the first
@@ -312,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_generated_matrix_is_morally_upper_triangular_and_the_check_sees_it() {
-        let m = generate(60, 0.1, 5);
+        let m = morally_upper(&generate::erdos_renyi(60, 60, 0.1, 5), 5).unwrap();
         assert!(m.nnz() >= 60);
         let id: Vec<u32> = (0..60).collect();
         assert!(

@@ -15,13 +15,6 @@ use std::time::Instant;
 use tactor::actor::{self, Handler, Outbox, Spec};
 use tactor::Runtime;
 
-/// The strictly lower triangle of an Erdős–Rényi graph of `n` vertices in which each edge is
-/// present with probability `p`.
-pub fn generate(n: u32, p: f64, seed: u64) -> Matrix {
-    let full = generate::erdos_renyi(n, n, p, seed);
-    Matrix::from_entries(n, n, full.entries().filter(|&(r, c)| c < r).collect())
-}
-
 /// The graph `-K MODE:S1xS2x...` names (Bale's spelling): the lower triangle of
 /// [`generate::kronecker`], and its triangle count in closed form.
 pub fn kronecker(spec: &str) -> Result<(Matrix, u64), String> {
@@ -168,7 +161,7 @@ mod tests {
 
     #[test]
     fn a_complete_graph_has_n_choose_3_triangles() {
-        let k5 = generate(5, 1.0, 1);
+        let k5 = lower_of(&generate::erdos_renyi(5, 5, 1.0, 1)).unwrap();
         assert_eq!(k5.nnz(), 10);
         assert_eq!(serial(&k5), 10);
         // Two triangles sharing the edge (1, 0): {0, 1, 2} and {0, 1, 3}.

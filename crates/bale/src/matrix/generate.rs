@@ -38,6 +38,65 @@ pub fn erdos_renyi(rows: u32, cols: u32, p: f64, seed: u64) -> Matrix {
     Matrix::from_entries(rows, cols, entries)
 }
 
+/// The adjacency pattern of a random geometric graph: `n` points uniform in the unit square,
+/// joined when closer than `r` (no loops). Vertices are numbered cell by cell of a grid of
+/// side at least `r`, as Bale numbers them, so that neighbours have nearby numbers (and
+/// mostly the same owner): the local counterpart of Erdős–Rényi's uniform scatter.
+///
+/// ```
+/// let g = bale::matrix::generate::geometric(2000, 0.05, 1);
+/// assert_eq!(g, g.transpose()); // undirected
+/// ```
+pub fn geometric(n: u32, r: f64, seed: u64) -> Matrix {
+    let mut s = Stream::new(seed, usize::MAX - 1);
+    let unit = |s: &mut Stream| ((s.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    let points: Vec<(f64, f64)> = (0..n).map(|_| (unit(&mut s), unit(&mut s))).collect();
+    let across = if r > 0.0 {
+        ((1.0 / r).floor() as usize).clamp(1, 4096)
+    } else {
+        1
+    };
+    let cell_of = |(x, y): (f64, f64)| {
+        let c = |v: f64| ((v * across as f64) as usize).min(across - 1);
+        (c(y), c(x))
+    };
+    // Points by cell, row-major: a point's number is its place in this order.
+    let mut cells: Vec<Vec<(f64, f64)>> = vec![Vec::new(); across * across];
+    for &p in &points {
+        let (cy, cx) = cell_of(p);
+        cells[cy * across + cx].push(p);
+    }
+    let mut first = Vec::with_capacity(cells.len());
+    let mut at = 0u32;
+    for c in &cells {
+        first.push(at);
+        at += c.len() as u32;
+    }
+    let mut entries = Vec::new();
+    let r2 = r * r;
+    for cy in 0..across {
+        for cx in 0..across {
+            let here = cy * across + cx;
+            for (i, &(x, y)) in cells[here].iter().enumerate() {
+                let me = first[here] + i as u32;
+                for ny in cy.saturating_sub(1)..(cy + 2).min(across) {
+                    for nx in cx.saturating_sub(1)..(cx + 2).min(across) {
+                        let there = ny * across + nx;
+                        for (j, &(u, v)) in cells[there].iter().enumerate() {
+                            let other = first[there] + j as u32;
+                            let d2 = (x - u) * (x - u) + (y - v) * (y - v);
+                            if other != me && d2 < r2 {
+                                entries.push((me, other));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Matrix::from_entries(n, n, entries)
+}
+
 /// The adjacency pattern of the Kronecker product of the stars `K(1, m)` for each `m` in
 /// `stars` (a star: vertex 0 joined to vertices `1..=m`), with a self-loop on every star's
 /// centre (`mode` 1) or on its last leaf (`mode` 2), or none (`mode` 0). The loops are what
@@ -163,6 +222,38 @@ mod tests {
         assert!(kronecker(1, &[1000, 1000, 1000])
             .unwrap_err()
             .contains("2^26"));
+    }
+
+    #[test]
+    fn a_geometric_graph_joins_exactly_the_close_points() {
+        let (n, r) = (400, 0.08);
+        let g = geometric(n, r, 3);
+        assert_eq!(g, g.transpose());
+        // Against all pairs: the same points, renumbered by cell, give the same degrees.
+        let mut s = Stream::new(3, usize::MAX - 1);
+        let unit = |s: &mut Stream| ((s.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        let pts: Vec<(f64, f64)> = (0..n).map(|_| (unit(&mut s), unit(&mut s))).collect();
+        let mut degrees: Vec<usize> = pts
+            .iter()
+            .map(|a| {
+                pts.iter()
+                    .filter(|b| {
+                        let d2 = (a.0 - b.0).powi(2) + (a.1 - b.1).powi(2);
+                        d2 > 0.0 && d2 < r * r
+                    })
+                    .count()
+            })
+            .collect();
+        let mut got: Vec<usize> = (0..n).map(|i| g.row(i).len()).collect();
+        degrees.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, degrees);
+        let mean = g.nnz() as f64 / f64::from(n);
+        let expected = f64::from(n) * std::f64::consts::PI * r * r;
+        assert!(
+            mean > 0.6 * expected && mean < 1.2 * expected,
+            "{mean} vs {expected}"
+        );
     }
 
     #[test]

@@ -7,6 +7,59 @@
 pub mod generate;
 pub mod mm;
 
+use std::path::Path;
+
+/// Which random graph a generated input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Graph {
+    /// Erdős–Rényi: every entry a nonzero with the same probability.
+    ErdosRenyi,
+    /// Random geometric: close points of the unit square joined (local: neighbours have
+    /// nearby numbers).
+    Geometric,
+}
+
+/// An app's matrix: the Matrix Market file `file`, or a `graph` of `rows_per_pe × pes` rows
+/// and columns with `per_row` nonzeros per row on average. Sizes are checked first, each
+/// fault in one line naming the flag.
+pub fn input(
+    file: Option<&Path>,
+    graph: Graph,
+    rows_per_pe: u64,
+    per_row: f64,
+    pes: usize,
+    seed: u64,
+) -> Result<Matrix, String> {
+    if let Some(f) = file {
+        return mm::read(f);
+    }
+    let n = rows_per_pe
+        .checked_mul(pes as u64)
+        .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
+        .ok_or_else(|| {
+            format!(
+                "-n {rows_per_pe}: 1 to {} rows per PE on {pes} PEs",
+                u64::from(u32::MAX) / pes as u64
+            )
+        })? as u32;
+    if !(per_row.is_finite() && per_row >= 0.0 && per_row <= f64::from(n)) {
+        return Err(format!("-z {per_row}: 0 to {n} nonzeros per row"));
+    }
+    // The pattern, the messages carrying it and the rebuilt copy: about 24 bytes a nonzero.
+    crate::apps::table_bytes(
+        (f64::from(n) * per_row * 3.0 / pes as f64).ceil() as u64 + u64::from(n) / pes as u64,
+        pes,
+        "a matrix and its copies of",
+    )?;
+    Ok(match graph {
+        Graph::ErdosRenyi => generate::erdos_renyi(n, n, per_row / f64::from(n), seed),
+        Graph::Geometric => {
+            let r = (per_row / (f64::from(n) * std::f64::consts::PI)).sqrt();
+            generate::geometric(n, r, seed)
+        }
+    })
+}
+
 /// A sparse pattern in compressed sparse rows: row `i`'s columns are
 /// `cols[offsets[i]..offsets[i + 1]]`, ascending, without repeats.
 ///
