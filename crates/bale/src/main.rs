@@ -294,10 +294,11 @@ fn reshape_app(
     a: &MatrixArgs,
     op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
 ) -> Result<(Outcome, bool), String> {
-    let run = if agp_model(a.model)? {
-        reshape::agp
-    } else {
-        reshape::selector
+    let run = match a.model {
+        Model::Selector => reshape::selector,
+        Model::Agp => reshape::agp,
+        Model::Exstack => reshape::exstack,
+        Model::Lambda => return Err("--model lambda: only histogram has a lambda version".into()),
     };
     let rt = runtime(&a.common)?;
     let m = input(a, rt.workers())?;

@@ -3,11 +3,14 @@
 //! for a permutation — and each PE builds its new rows from what arrived. One message per
 //! nonzero on a selector; the AGP baseline counts each new row's length with one atomic add
 //! per nonzero, then places each nonzero with one more. Checked against the serial transpose
-//! or permutation of the whole matrix.
+//! or permutation of the whole matrix. The exstack baseline moves the same messages in
+//! bulk-synchronous phases of per-destination buffers.
 
 use super::{on_pes, Outcome};
+use crate::baseline::{Exstack, CAPACITY};
 use crate::matrix::{assemble, generate, local_rows, owner, Matrix};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 use tactor::actor::{self, Handler, Outbox, Spec};
 use tactor::Runtime;
@@ -140,6 +143,47 @@ pub fn selector(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
         .map(|(pe, a)| rows_from(local_rows(rows, pe, pes), a.0))
         .collect();
     finish(op, m, "selector", pes, start, &parts)
+}
+
+/// `op` in the exstack style: each phase hands every destination a buffer of `(local row,
+/// column)` pairs, then each PE files what it got.
+pub fn exstack(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
+    let pes = rt.workers();
+    let ex = Exstack::<(u32, u32)>::new(pes);
+    let cap = CAPACITY / 8;
+    let got: Vec<Mutex<Vec<(u32, u32)>>> = (0..pes).map(|_| Mutex::new(Vec::new())).collect();
+    let start = Instant::now();
+    on_pes(rt, |me| {
+        let mut mine = got[me].lock().unwrap_or_else(|e| e.into_inner());
+        let mut nonzeros = m
+            .rows_of(me, pes)
+            .flat_map(|(r, cs)| cs.iter().map(move |&c| (r, c)))
+            .peekable();
+        let mut out = vec![Vec::with_capacity(cap); pes];
+        loop {
+            for (r, c) in nonzeros.by_ref() {
+                let (r2, c2) = op.apply(r, c);
+                let (dest, local) = owner(r2, pes);
+                out[dest].push((local as u32, c2));
+                if out[dest].len() == cap {
+                    break;
+                }
+            }
+            if !ex.exchange(me, &mut out, &mut mine, nonzeros.peek().is_some()) {
+                break;
+            }
+        }
+    });
+    let rows = op.shape(m).0;
+    let parts: Vec<Vec<Vec<u32>>> = got
+        .into_iter()
+        .enumerate()
+        .map(|(pe, g)| {
+            let pairs = g.into_inner().unwrap_or_else(|e| e.into_inner());
+            rows_from(local_rows(rows, pe, pes), pairs)
+        })
+        .collect();
+    finish(op, m, "exstack", pes, start, &parts)
 }
 
 /// `op` in the AGP model: an atomic add on the new row's count per nonzero, then an atomic
