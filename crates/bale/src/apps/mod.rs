@@ -102,3 +102,22 @@ pub(crate) fn on_pes(rt: &Runtime, body: impl Fn(usize) + Sync) {
     })
     .expect("a PE failed");
 }
+
+/// `f(pe)` on every PE at once, the results in PE order (what each PE does with its own part
+/// after an exchange, timed as the app).
+pub(crate) fn per_pe<T: Send>(rt: &Runtime, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let out: Vec<std::sync::Mutex<Option<T>>> = (0..rt.workers())
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
+    on_pes(rt, |pe| {
+        let r = f(pe);
+        *out[pe].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    });
+    out.into_iter()
+        .map(|o| {
+            o.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every PE ran")
+        })
+        .collect()
+}

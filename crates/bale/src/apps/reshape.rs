@@ -6,7 +6,7 @@
 //! or permutation of the whole matrix. The exstack baseline moves the same messages in
 //! bulk-synchronous phases of per-destination buffers.
 
-use super::{on_pes, Outcome};
+use super::{on_pes, per_pe, Outcome};
 use crate::baseline::{Exstack, CAPACITY};
 use crate::matrix::{assemble, generate, local_rows, owner, Matrix};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -91,6 +91,18 @@ fn rows_from(rows: usize, mut pairs: Vec<(u32, u32)>) -> Vec<Vec<u32>> {
     out
 }
 
+/// Each PE files the `(local row, column)` pairs it received into its rows, all at once.
+fn build_rows(rt: &Runtime, rows: u32, pairs: Vec<Vec<(u32, u32)>>) -> Vec<Vec<Vec<u32>>> {
+    let pes = pairs.len();
+    let pairs: Vec<Mutex<Vec<(u32, u32)>>> = pairs.into_iter().map(Mutex::new).collect();
+    per_pe(rt, |me| {
+        let mine = std::mem::take(&mut *pairs[me].lock().unwrap_or_else(|e| e.into_inner()));
+        rows_from(local_rows(rows, me, pes), mine)
+    })
+}
+
+/// Checks the PEs' rows against the serial answer; `start` to the end of the rows' building
+/// is the app's time.
 fn finish(
     op: &Op,
     m: &Matrix,
@@ -136,12 +148,7 @@ pub fn selector(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
             }
         }
     });
-    let rows = op.shape(m).0;
-    let parts: Vec<Vec<Vec<u32>>> = out
-        .into_iter()
-        .enumerate()
-        .map(|(pe, a)| rows_from(local_rows(rows, pe, pes), a.0))
-        .collect();
+    let parts = build_rows(rt, op.shape(m).0, out.into_iter().map(|a| a.0).collect());
     finish(op, m, "selector", pes, start, &parts)
 }
 
@@ -174,15 +181,11 @@ pub fn exstack(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
             }
         }
     });
-    let rows = op.shape(m).0;
-    let parts: Vec<Vec<Vec<u32>>> = got
+    let got = got
         .into_iter()
-        .enumerate()
-        .map(|(pe, g)| {
-            let pairs = g.into_inner().unwrap_or_else(|e| e.into_inner());
-            rows_from(local_rows(rows, pe, pes), pairs)
-        })
+        .map(|g| g.into_inner().unwrap_or_else(|e| e.into_inner()))
         .collect();
+    let parts = build_rows(rt, op.shape(m).0, got);
     finish(op, m, "exstack", pes, start, &parts)
 }
 
@@ -230,24 +233,22 @@ pub fn agp(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
         }
     });
     // Each row's cursor ended at the next row's start: row `l` is `[cursor[l - 1], cursor[l])`.
-    let parts: Vec<Vec<Vec<u32>>> = (0..pes)
-        .map(|pe| {
-            let ends: Vec<usize> = counts[pe]
-                .iter()
-                .map(|x| x.load(Ordering::Relaxed))
-                .collect();
-            (0..local_rows(rows, pe, pes))
-                .map(|l| {
-                    let from = if l == 0 { 0 } else { ends[l - 1] };
-                    let mut row: Vec<u32> = slots[pe][from..ends[l]]
-                        .iter()
-                        .map(|x| x.load(Ordering::Relaxed))
-                        .collect();
-                    row.sort_unstable();
-                    row
-                })
-                .collect()
-        })
-        .collect();
+    let parts = per_pe(rt, |pe| {
+        let ends: Vec<usize> = counts[pe]
+            .iter()
+            .map(|x| x.load(Ordering::Relaxed))
+            .collect();
+        (0..local_rows(rows, pe, pes))
+            .map(|l| {
+                let from = if l == 0 { 0 } else { ends[l - 1] };
+                let mut row: Vec<u32> = slots[pe][from..ends[l]]
+                    .iter()
+                    .map(|x| x.load(Ordering::Relaxed))
+                    .collect();
+                row.sort_unstable();
+                row
+            })
+            .collect::<Vec<Vec<u32>>>()
+    });
     finish(op, m, "agp", pes, start, &parts)
 }
