@@ -7,4 +7,5 @@
 pub mod apps;
 pub mod baseline;
 pub mod matrix;
+pub mod memory;
 pub mod rng;

@@ -46,7 +46,7 @@ pub fn input(
         return Err(format!("-z {per_row}: 0 to {n} nonzeros per row"));
     }
     // The pattern, the messages carrying it and the rebuilt copy: about 24 bytes a nonzero.
-    crate::apps::table_bytes(
+    crate::memory::table_bytes(
         (f64::from(n) * per_row * 3.0 / pes as f64).ceil() as u64 + u64::from(n) / pes as u64,
         pes,
         "a matrix and its copies of",

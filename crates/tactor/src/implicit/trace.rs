@@ -236,16 +236,14 @@ impl Traces {
         job: F,
         check: impl FnOnce(&[Declared]),
     ) -> Result<(), F> {
-        if let Some((_, Mode::Replaying(r))) = &mut self.open {
-            let fits = r.error.is_none()
-                && r.recorded.sigs.get(r.jobs.len()).is_some_and(|s| {
-                    s.kind.id == kind.id && s.placement == placement && s.accesses == declared
-                });
-            if !fits {
-                return Err(job);
-            }
-            r.jobs.push(job);
-            return Ok(());
+        if matches!(self.open, Some((_, Mode::Replaying(_)))) {
+            return match self.replay_slot(kind.id, placement, |rec| rec == declared) {
+                Some(arena) => {
+                    arena.push(job);
+                    Ok(())
+                }
+                None => Err(job),
+            };
         }
         self.launch(kind, placement, declared, job, check);
         Ok(())
@@ -328,6 +326,10 @@ impl Traces {
         job: impl FnOnce() + Send + 'static,
         check: impl FnOnce(&[Declared]),
     ) {
+        if let Some(arena) = self.replay_slot(kind.id, placement, |rec| rec == declared) {
+            arena.push(job);
+            return;
+        }
         let (id, mode) = self.open.as_mut().expect("a trace is open");
         match mode {
             Mode::Replaying(r) => {
@@ -335,13 +337,6 @@ impl Traces {
                     return;
                 }
                 let at = r.jobs.len();
-                let matches = r.recorded.sigs.get(at).map(|s| {
-                    s.kind.id == kind.id && s.placement == placement && s.accesses == declared
-                });
-                if matches == Some(true) {
-                    r.jobs.push(job);
-                    return;
-                }
                 check(declared);
                 let got = Sig {
                     kind,
