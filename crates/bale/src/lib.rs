@@ -8,4 +8,5 @@ pub mod apps;
 pub mod baseline;
 pub mod matrix;
 pub mod memory;
+pub mod net;
 pub mod rng;

@@ -156,7 +156,19 @@ fn runtime(c: &Common) -> Result<tactor::Runtime, String> {
         .map_err(|e| format!("could not start {pes} PEs: {e}"))
 }
 
+/// What a run on several ranks refuses, for now.
+fn ranks_only(what: &str) -> String {
+    format!(
+        "on several ranks only {what} runs so far; run this app in one process (without mpirun)"
+    )
+}
+
 fn run(cli: Cli) -> Result<(Outcome, bool), String> {
+    if !matches!(cli.app, App::Histogram { .. })
+        && tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1)
+    {
+        return Err(ranks_only("histogram --model selector"));
+    }
     match cli.app {
         App::Histogram {
             updates,
@@ -170,6 +182,13 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 table,
                 seed: common.seed,
             };
+            if let Some(c) = bale::net::Cluster::join(rt.workers())? {
+                if model != Model::Selector {
+                    return Err(ranks_only("histogram --model selector"));
+                }
+                let o = histogram::selector_on_ranks(&rt, &c, &p)?;
+                return Ok((o, common.json));
+            }
             let o = match model {
                 Model::Selector => histogram::selector(&rt, &p)?,
                 Model::Lambda => histogram::lambda(&rt, &p)?,
@@ -310,6 +329,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok((o, json)) => {
+            if tactor_comm::launcher::job().is_some_and(|(n, r)| n > 1 && r > 0) {
+                // Rank 0 reports for the job.
+                return ExitCode::SUCCESS;
+            }
             if json {
                 println!("{}", serde_json::to_string(&o).expect("plain data"));
             } else {

@@ -10,7 +10,8 @@
 //! **A PE is a worker** of the runtime (in one process; on several ranks, a worker of a rank):
 //! a PE's handler runs only on its worker, so its state needs no lock, and two workers of one
 //! process are two PEs that exchange messages through memory, as ranks do through the
-//! network. This first slice runs in one process.
+//! network. [`run`] runs a selector in one process; [`run_on`] runs it over ranks through
+//! a [`Link`] the program supplies (`ranks.rs`: encoding, and termination over ranks).
 //!
 //! **Aggregation.** A PE keeps one buffer per (mailbox, destination PE), about
 //! [`BUFFER_BYTES`] long, and hands a full buffer to the destination's inbox as one batch; it
@@ -41,7 +42,10 @@
 //! assert_eq!(total, 200);
 //! ```
 
+mod ranks;
 pub(crate) mod termination;
+
+pub use ranks::Link;
 
 use crate::runtime::Placement;
 use crate::{Event, Handle, Runtime, TaskFailed};
@@ -174,14 +178,22 @@ struct Batch<M> {
     msgs: Vec<M>,
 }
 
-/// What the PEs of one selector share.
+/// What the PEs of one selector share (on one rank).
 struct World<M> {
     spec: Spec,
     /// Per mailbox, its group if it is on a cycle (`Spec::groups`).
     groups: Vec<Option<Vec<usize>>>,
+    /// Per mailbox, the mailboxes that terminate with it (its group, or itself).
+    units: Vec<Vec<usize>>,
+    /// PEs on every rank.
     pes: usize,
+    /// This rank's PEs are `first..first + inboxes.len()`.
+    first: usize,
     inboxes: Vec<Injector<Batch<M>>>,
+    /// This rank's counts.
     term: Termination,
+    /// The other ranks, if the selector spans several.
+    net: Option<ranks::Net<M>>,
     /// A PE panicked: the others stop waiting for termination.
     failed: AtomicBool,
 }
@@ -255,19 +267,40 @@ impl<M: Send> Outbox<'_, M> {
     }
 }
 
-/// Hands the buffer for (`mailbox`, `pe`) to `pe` as one batch, counted first.
+/// Hands the buffer for (`mailbox`, `pe`) to `pe` as one batch, counted first: into its
+/// inbox on this rank, through the network on another (the buffer is then kept for reuse).
 fn flush<M: Send>(w: &World<M>, bufs: &mut Buffers<M>, me: usize, mailbox: usize, pe: usize) {
     let i = mailbox * w.pes + pe;
     if bufs.bufs[i].is_empty() {
         return;
     }
     bufs.publish(&w.term, mailbox);
-    let msgs = std::mem::replace(&mut bufs.bufs[i], Vec::with_capacity(bufs.cap));
-    w.inboxes[pe].push(Batch {
-        mailbox: mailbox as u32,
-        from: me as u32,
-        msgs,
-    });
+    match w.local_index(pe) {
+        Some(local) => {
+            let msgs = std::mem::replace(&mut bufs.bufs[i], Vec::with_capacity(bufs.cap));
+            w.inboxes[local].push(Batch {
+                mailbox: mailbox as u32,
+                from: me as u32,
+                msgs,
+            });
+        }
+        None => {
+            let net = w
+                .net
+                .as_ref()
+                .expect("a PE of another rank means a network");
+            let per_rank = w.inboxes.len();
+            net.send_batch(
+                me - w.first,
+                pe / per_rank,
+                mailbox,
+                me,
+                pe % per_rank,
+                &bufs.bufs[i],
+            );
+            bufs.bufs[i].clear();
+        }
+    }
 }
 
 /// One PE's side of a selector, given to the PE's program.
@@ -325,7 +358,8 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
     /// sends in a long loop interleaves with message processing through it.
     pub fn yield_now(&mut self) -> bool {
         let mut any = false;
-        while let Some(b) = pop(&self.world.inboxes[self.me]) {
+        self.world.receive(self.me - self.world.first);
+        while let Some(b) = pop(&self.world.inboxes[self.me - self.world.first]) {
             self.handle(b);
             any = true;
         }
@@ -404,6 +438,7 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
                     }
                 }
                 all &= self.world.terminated(m);
+                self.world.try_wave(self.me - self.world.first, m);
             }
             if all || self.world.failed.load(Ordering::Relaxed) {
                 return;
@@ -430,6 +465,9 @@ fn pop<M>(q: &Injector<Batch<M>>) -> Option<Batch<M>> {
 impl<M: Send> World<M> {
     /// Whether mailbox `m` (alone, or with its group) has terminated.
     fn terminated(&self, m: usize) -> bool {
+        if let Some(net) = &self.net {
+            return net.over(m);
+        }
         match &self.groups[m] {
             Some(members) => {
                 // The mailboxes feeding the group from outside first: their messages must all
@@ -447,15 +485,85 @@ impl<M: Send> World<M> {
         }
     }
 
-    fn new(spec: &Spec, pes: usize) -> World<M> {
+    /// A selector of `pes` PEs of which this rank runs `local` from `first` on.
+    fn new(
+        spec: &Spec,
+        pes: usize,
+        first: usize,
+        local: usize,
+        net: Option<ranks::Net<M>>,
+    ) -> World<M> {
+        let groups = spec.groups();
+        let units = groups
+            .iter()
+            .enumerate()
+            .map(|(m, g)| g.clone().unwrap_or_else(|| vec![m]))
+            .collect();
         World {
             spec: spec.clone(),
-            groups: spec.groups(),
+            groups,
+            units,
             pes,
-            inboxes: (0..pes).map(|_| Injector::new()).collect(),
-            term: Termination::new(spec.mailboxes(), pes),
+            first,
+            inboxes: (0..local).map(|_| Injector::new()).collect(),
+            term: Termination::new(spec.mailboxes(), local),
+            net,
             failed: AtomicBool::new(false),
         }
+    }
+
+    /// The index among this rank's PEs of PE `pe`, if it is one of them.
+    #[inline]
+    fn local_index(&self, pe: usize) -> Option<usize> {
+        pe.checked_sub(self.first)
+            .filter(|&l| l < self.inboxes.len())
+    }
+
+    /// Takes what the network brought (worker `worker` polls its part of the link): batches
+    /// go to their PEs' inboxes, termination messages are answered.
+    fn receive(&self, worker: usize) {
+        let Some(net) = &self.net else { return };
+        net.link.poll(worker, &mut |source, bytes| {
+            if let ranks::Arrival::Batch {
+                local,
+                mailbox,
+                from,
+                msgs,
+            } = net.arrive(worker, source, bytes, &self.units, &self.term)
+            {
+                self.inboxes[local].push(Batch {
+                    mailbox,
+                    from,
+                    msgs,
+                });
+            }
+        });
+    }
+
+    /// On rank 0 of several: starts a termination wave for mailbox `m` (the first of its
+    /// group) once this rank's PEs are done with it and, for a group, its outside feeders
+    /// are over.
+    fn try_wave(&self, worker: usize, m: usize) {
+        let Some(net) = &self.net else { return };
+        let unit = &self.units[m];
+        if net.link.rank() != 0 || unit[0] != m || net.over(m) {
+            return;
+        }
+        if !unit.iter().all(|&u| self.term.all_done(u)) {
+            return;
+        }
+        if self.groups[m].is_some() {
+            let outside = unit.iter().flat_map(|&g| {
+                self.spec.feeders[g]
+                    .iter()
+                    .flatten()
+                    .filter(|f| !unit.contains(f))
+            });
+            if !outside.into_iter().all(|&f| net.over(f)) {
+                return;
+            }
+        }
+        net.start_wave(worker, m, &self.units, &self.term);
     }
 
     /// PE `me`'s whole life: its program, then messages until every mailbox terminated.
@@ -482,6 +590,10 @@ impl<M: Send> World<M> {
         }));
         if let Err(p) = ran {
             self.failed.store(true, Ordering::Relaxed);
+            if let Some(net) = &self.net {
+                // The other ranks would wait for this PE's messages forever.
+                net.link.abort();
+            }
             resume_unwind(p);
         }
         pe.state
@@ -504,7 +616,7 @@ where
 {
     let pes = rt.workers();
     assert_eq!(states.len(), pes, "one state per PE (worker)");
-    let world = World::new(spec, pes);
+    let world = World::new(spec, pes, 0, pes, None);
     let results: Vec<Mutex<Option<H>>> = (0..pes).map(|_| Mutex::new(None)).collect();
     let (world, program, results_ref) = (&world, &program, &results);
     rt.scope(|s| {
@@ -512,6 +624,80 @@ where
             s.launch(Placement::Worker(me), &[], move |_| {
                 let state = world.pe(me, state, program);
                 *results_ref[me].lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+            });
+        }
+    })
+    .expect("a PE of the selector failed");
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .expect("every PE finished")
+        })
+        .collect()
+}
+
+/// Runs a selector over every rank of `link`, collectively: each rank calls this with the
+/// same `spec`, the same number of workers `W`, and the states of its own PEs (PE
+/// `rank × W + w` is worker `w` of `rank`). Returns this rank's PEs' final states once every
+/// mailbox terminated on every rank (see `actor/ranks.rs` for how termination is detected
+/// over ranks). Messages cross ranks as plain bytes, hence `M: Pod`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tactor::actor::{self, Handler, Link, Outbox, Spec};
+/// /// One rank alone.
+/// struct Alone;
+/// impl Link for Alone {
+///     fn rank(&self) -> usize { 0 }
+///     fn ranks(&self) -> usize { 1 }
+///     fn send(&self, _: usize, _: usize, _: Vec<u8>) { unreachable!("one rank") }
+///     fn poll(&self, _: usize, _: &mut dyn FnMut(usize, Vec<u8>)) -> bool { false }
+///     fn abort(&self) -> ! { std::process::abort() }
+/// }
+/// struct Sum(u64);
+/// impl Handler<u64> for Sum {
+///     fn process(&mut self, _: usize, x: u64, _: usize, _: &mut Outbox<'_, u64>) { self.0 += x }
+/// }
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let out = actor::run_on(&rt, Arc::new(Alone), &Spec::new(1), vec![Sum(0), Sum(0)], |pe| {
+///     pe.send(0, 1 + pe.pe() as u64, 0);
+/// });
+/// assert_eq!(out[0].0, 3);
+/// ```
+///
+/// # Panics
+/// If `states` does not hold one state per worker. A panicking PE ends the job through
+/// [`Link::abort`].
+pub fn run_on<M, H, F>(
+    rt: &Runtime,
+    link: Arc<dyn Link>,
+    spec: &Spec,
+    states: Vec<H>,
+    program: F,
+) -> Vec<H>
+where
+    M: bytemuck::Pod + Send,
+    H: Handler<M>,
+    F: Fn(&mut Pe<'_, M, H>) + Sync,
+{
+    let local = rt.workers();
+    assert_eq!(
+        states.len(),
+        local,
+        "one state per PE (worker) of this rank"
+    );
+    let (rank, ranks) = (link.rank(), link.ranks());
+    let net = ranks::Net::new(link, spec.mailboxes());
+    let world = World::new(spec, local * ranks, rank * local, local, Some(net));
+    let results: Vec<Mutex<Option<H>>> = (0..local).map(|_| Mutex::new(None)).collect();
+    let (world, program, results_ref) = (&world, &program, &results);
+    rt.scope(|s| {
+        for (w, state) in states.into_iter().enumerate() {
+            s.launch(Placement::Worker(w), &[], move |_| {
+                let state = world.pe(world.first + w, state, program);
+                *results_ref[w].lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
             });
         }
     })
@@ -589,7 +775,7 @@ where
 {
     let pes = rt.workers();
     assert_eq!(states.len(), pes, "one state per PE (worker)");
-    let world = Arc::new(World::new(spec, pes));
+    let world = Arc::new(World::new(spec, pes, 0, pes, None));
     let program = Arc::new(program);
     let results: Arc<Vec<Mutex<Option<H>>>> =
         Arc::new((0..pes).map(|_| Mutex::new(None)).collect());

@@ -88,6 +88,21 @@ impl Termination {
         processed == sent
     }
 
+    /// Whether every PE counted here is done with mailbox `m`.
+    pub(crate) fn all_done(&self, m: usize) -> bool {
+        self.counts[m].done.load(Ordering::Acquire) >= self.pes
+    }
+
+    /// Messages of mailbox `m` handled here so far.
+    pub(crate) fn processed_count(&self, m: usize) -> u64 {
+        self.counts[m].processed.load(Ordering::Acquire)
+    }
+
+    /// Messages for mailbox `m` published here so far.
+    pub(crate) fn sent_count(&self, m: usize) -> u64 {
+        self.counts[m].sent.load(Ordering::Acquire)
+    }
+
     /// Whether mailbox `m` has terminated.
     pub(crate) fn terminated(&self, m: usize) -> bool {
         let c = &self.counts[m];
