@@ -80,16 +80,6 @@ impl Link for Cluster {
     }
 }
 
-#[cfg(feature = "mpi")]
-fn start(channels: usize, _size: usize) -> Result<Box<dyn Transport>, String> {
-    tactor_comm::mpi::MpiTransport::init(channels)
-        .map(|t| Box::new(t) as Box<dyn Transport>)
-        .map_err(|e| format!("could not start MPI: {e}"))
-}
-
-#[cfg(not(feature = "mpi"))]
-fn start(_channels: usize, size: usize) -> Result<Box<dyn Transport>, String> {
-    Err(format!(
-        "launched as one of {size} ranks, but this bale was built without MPI (cargo feature `mpi`); rebuild with default features"
-    ))
+fn start(channels: usize, size: usize) -> Result<Box<dyn Transport>, String> {
+    tactor_comm::connect(channels, size, "bale")
 }

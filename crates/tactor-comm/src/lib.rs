@@ -119,3 +119,28 @@ pub enum CommError {
     #[error("{0}")]
     Init(String),
 }
+
+/// The transport of a job that a launcher started as `size` ranks, with `channels` channels:
+/// MPI when this crate has the `mpi` feature. `program` names the command in the error of a
+/// build without it.
+///
+/// ```
+/// # #[cfg(not(feature = "mpi"))]
+/// assert!(tactor_comm::connect(1, 2, "demo").unwrap_err().contains("without MPI"));
+/// ```
+pub fn connect(channels: usize, size: usize, program: &str) -> Result<Box<dyn Transport>, String> {
+    #[cfg(feature = "mpi")]
+    {
+        let _ = (size, program);
+        mpi::MpiTransport::init(channels)
+            .map(|t| Box::new(t) as Box<dyn Transport>)
+            .map_err(|e| format!("could not start MPI: {e}"))
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = channels;
+        Err(format!(
+            "launched as one of {size} ranks, but this {program} was built without MPI (cargo feature `mpi`); rebuild with default features"
+        ))
+    }
+}

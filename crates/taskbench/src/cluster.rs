@@ -212,16 +212,6 @@ fn install_panic_hook() {
     }));
 }
 
-#[cfg(feature = "mpi")]
-fn start(channels: usize, _size: usize) -> Result<Box<dyn Transport>, String> {
-    tactor_comm::mpi::MpiTransport::init(channels)
-        .map(|t| Box::new(t) as Box<dyn Transport>)
-        .map_err(|e| format!("could not start MPI: {e}"))
-}
-
-#[cfg(not(feature = "mpi"))]
-fn start(_channels: usize, size: usize) -> Result<Box<dyn Transport>, String> {
-    Err(format!(
-        "launched as one of {size} ranks, but this taskbench was built without MPI (cargo feature `mpi`); rebuild with default features"
-    ))
+fn start(channels: usize, size: usize) -> Result<Box<dyn Transport>, String> {
+    tactor_comm::connect(channels, size, "taskbench")
 }

@@ -616,14 +616,23 @@ where
 {
     let pes = rt.workers();
     assert_eq!(states.len(), pes, "one state per PE (worker)");
-    let world = World::new(spec, pes, 0, pes, None);
-    let results: Vec<Mutex<Option<H>>> = (0..pes).map(|_| Mutex::new(None)).collect();
-    let (world, program, results_ref) = (&world, &program, &results);
+    run_world(rt, &World::new(spec, pes, 0, pes, None), states, &program)
+}
+
+/// Runs this rank's PEs of `world`, one per worker, and returns their final states.
+fn run_world<M, H, F>(rt: &Runtime, world: &World<M>, states: Vec<H>, program: &F) -> Vec<H>
+where
+    M: Send,
+    H: Handler<M>,
+    F: Fn(&mut Pe<'_, M, H>) + Sync,
+{
+    let results: Vec<Mutex<Option<H>>> = (0..states.len()).map(|_| Mutex::new(None)).collect();
+    let results_ref = &results;
     rt.scope(|s| {
-        for (me, state) in states.into_iter().enumerate() {
-            s.launch(Placement::Worker(me), &[], move |_| {
-                let state = world.pe(me, state, program);
-                *results_ref[me].lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+        for (w, state) in states.into_iter().enumerate() {
+            s.launch(Placement::Worker(w), &[], move |_| {
+                let state = world.pe(world.first + w, state, program);
+                *results_ref[w].lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
             });
         }
     })
@@ -691,25 +700,7 @@ where
     let (rank, ranks) = (link.rank(), link.ranks());
     let net = ranks::Net::new(link, spec.mailboxes());
     let world = World::new(spec, local * ranks, rank * local, local, Some(net));
-    let results: Vec<Mutex<Option<H>>> = (0..local).map(|_| Mutex::new(None)).collect();
-    let (world, program, results_ref) = (&world, &program, &results);
-    rt.scope(|s| {
-        for (w, state) in states.into_iter().enumerate() {
-            s.launch(Placement::Worker(w), &[], move |_| {
-                let state = world.pe(world.first + w, state, program);
-                *results_ref[w].lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
-            });
-        }
-    })
-    .expect("a PE of the selector failed");
-    results
-        .into_iter()
-        .map(|r| {
-            r.into_inner()
-                .unwrap_or_else(|p| p.into_inner())
-                .expect("every PE finished")
-        })
-        .collect()
+    run_world(rt, &world, states, &program)
 }
 
 /// A selector launched with [`launch`]: its completion event, and the PEs' states once it
