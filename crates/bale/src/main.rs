@@ -156,6 +156,9 @@ fn runtime(c: &Common) -> Result<tactor::Runtime, String> {
         .map_err(|e| format!("could not start {pes} PEs: {e}"))
 }
 
+/// What runs on several ranks so far.
+const ON_RANKS: &str = "histogram and ig with --model selector";
+
 /// What a run on several ranks refuses, for now.
 fn ranks_only(what: &str) -> String {
     format!(
@@ -164,10 +167,10 @@ fn ranks_only(what: &str) -> String {
 }
 
 fn run(cli: Cli) -> Result<(Outcome, bool), String> {
-    if !matches!(cli.app, App::Histogram { .. })
+    if !matches!(cli.app, App::Histogram { .. } | App::Ig { .. })
         && tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1)
     {
-        return Err(ranks_only("histogram --model selector"));
+        return Err(ranks_only(ON_RANKS));
     }
     match cli.app {
         App::Histogram {
@@ -184,7 +187,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             };
             if let Some(c) = bale::net::Cluster::join(rt.workers())? {
                 if model != Model::Selector {
-                    return Err(ranks_only("histogram --model selector"));
+                    return Err(ranks_only(ON_RANKS));
                 }
                 let o = histogram::selector_on_ranks(&rt, &c, &p)?;
                 return Ok((o, common.json));
@@ -217,6 +220,13 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 }
             };
             let rt = runtime(&common)?;
+            if let Some(c) = bale::net::Cluster::join(rt.workers())? {
+                if model != Model::Selector {
+                    return Err(ranks_only(ON_RANKS));
+                }
+                let o = index_gather::selector_on_ranks(&rt, &c, &p)?;
+                return Ok((o, common.json));
+            }
             Ok((run(&rt, &p)?, common.json))
         }
         App::Transpose { matrix } => reshape_app(&matrix, |_| reshape::Op::Transpose),

@@ -42,9 +42,36 @@ fn a_histogram_spanning_ranks_counts_every_update() {
 }
 
 #[test]
+fn index_gather_spanning_ranks_gets_every_value() {
+    for (np, pes, seed) in [(2, 1, 4), (2, 2, 5), (3, 1, 6)] {
+        let out = mpirun(
+            np,
+            &format!("ig -n 20000 -T 1000 --pes {pes} -s {seed} --json"),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{np} ranks × {pes}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(v["app"], "index-gather");
+        assert_eq!(v["operations"], 20000 * np * pes);
+    }
+}
+
+#[test]
 fn apps_that_do_not_run_on_ranks_yet_say_so() {
-    let out = mpirun(2, "ig -n 100 -T 10 --pes 1");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("on several ranks only histogram"), "{err}");
+    for args in [
+        "randperm -n 100 --pes 1",
+        "ig -n 100 -T 10 --pes 1 --model agp",
+    ] {
+        let out = mpirun(2, args);
+        assert!(!out.status.success(), "{args}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("on several ranks only histogram and ig"),
+            "{args}: {err}"
+        );
+    }
 }

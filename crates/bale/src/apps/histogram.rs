@@ -173,14 +173,13 @@ pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
 
 /// Histogram on a selector whose PEs span the ranks of `cluster` (this rank's workers are
 /// PEs `rank × W ..`): every rank runs this collectively. Each rank checks its own PEs'
-/// tables; the time is the slowest rank's.
+/// tables against every PE's stream; the time is the slowest rank's.
 pub fn selector_on_ranks(
     rt: &Runtime,
     cluster: &std::sync::Arc<crate::net::Cluster>,
     p: &Params,
 ) -> Result<Outcome, String> {
     use tactor::actor::Link;
-    use tactor_comm::Reduce;
     let local = rt.workers();
     let pes = local * cluster.ranks();
     let first = cluster.rank() * local;
@@ -188,43 +187,35 @@ pub fn selector_on_ranks(
     let states = (0..local)
         .map(|_| Counts(vec![0; p.table as usize]))
         .collect();
-    cluster.barrier();
-    let start = Instant::now();
     let link: std::sync::Arc<dyn Link> = cluster.clone();
-    let out = actor::run_on(rt, link, &Spec::new(1), states, |pe| {
-        for (o, i) in updates(p, pes, pe.pe()) {
-            pe.send(0, i as u32, o);
-        }
-    });
-    let nanos = start.elapsed().as_nanos() as u64;
-    let nanos = cluster.all_reduce(Reduce::Max, nanos);
-    let mut want = vec![vec![0u64; p.table as usize]; local];
-    for pe in 0..pes {
-        for (o, i) in updates(p, pes, pe) {
-            if let Some(l) = o.checked_sub(first).filter(|&l| l < local) {
-                want[l][i] += 1;
+    let run = || {
+        actor::run_on(rt, link, &Spec::new(1), states, |pe| {
+            for (o, i) in updates(p, pes, pe.pe()) {
+                pe.send(0, i as u32, o);
+            }
+        })
+    };
+    let check = |out: Vec<Counts>| {
+        let mut want = vec![vec![0u64; p.table as usize]; local];
+        for pe in 0..pes {
+            for (o, i) in updates(p, pes, pe) {
+                if let Some(l) = o.checked_sub(first).filter(|&l| l < local) {
+                    want[l][i] += 1;
+                }
             }
         }
-    }
-    let wrong = out
-        .iter()
-        .zip(&want)
-        .enumerate()
-        .find_map(|(l, (got, want))| {
-            let i = (0..want.len()).find(|&i| got.0[i] != want[i])?;
-            Some(format!(
-                "histogram: PE {} entry {i} counts {} updates, expected {}",
-                first + l,
-                got.0[i],
-                want[i]
-            ))
-        });
-    let failed = cluster.all_reduce(Reduce::Max, u64::from(wrong.is_some()));
-    if let Some(w) = wrong {
-        return Err(w);
-    }
-    if failed != 0 {
-        return Err("histogram: another rank's check failed".into());
-    }
-    Ok(outcome(p, "selector", pes, nanos as f64 * 1e-9))
+        for (l, (got, want)) in out.iter().zip(&want).enumerate() {
+            if let Some(i) = (0..want.len()).find(|&i| got.0[i] != want[i]) {
+                return Err(format!(
+                    "histogram: PE {} entry {i} counts {} updates, expected {}",
+                    first + l,
+                    got.0[i],
+                    want[i]
+                ));
+            }
+        }
+        Ok(())
+    };
+    let seconds = super::on_ranks(cluster, run, check)?;
+    Ok(outcome(p, "selector", pes, seconds))
 }

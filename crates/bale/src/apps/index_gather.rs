@@ -21,12 +21,9 @@ pub struct Params {
     pub seed: u64,
 }
 
-/// A request (mailbox 0) or a reply (mailbox 1).
-#[derive(Clone, Copy)]
-enum Msg {
-    Request { index: u32, slot: u32 },
-    Reply { value: i64, slot: u32 },
-}
+/// A request (mailbox 0: `[index on the owner, slot]`) or a reply (mailbox 1: `[value,
+/// slot]`): plain words, so that messages cross ranks as they are.
+type Msg = [u64; 2];
 
 struct Pe {
     table: Vec<i64>,
@@ -35,13 +32,12 @@ struct Pe {
 
 impl Handler<Msg> for Pe {
     #[inline]
-    fn process(&mut self, _mailbox: usize, m: Msg, from: usize, out: &mut Outbox<'_, Msg>) {
-        match m {
-            Msg::Request { index, slot } => {
-                let value = self.table[index as usize];
-                out.send(1, Msg::Reply { value, slot }, from);
-            }
-            Msg::Reply { value, slot } => self.got[slot as usize] = value,
+    fn process(&mut self, mailbox: usize, m: Msg, from: usize, out: &mut Outbox<'_, Msg>) {
+        if mailbox == 0 {
+            let value = self.table[m[0] as usize];
+            out.send(1, [value as u64, m[1]], from);
+        } else {
+            self.got[m[1] as usize] = m[0] as i64;
         }
     }
 }
@@ -84,7 +80,17 @@ fn place(g: u64, pes: usize) -> (usize, u32) {
 }
 
 fn check(p: &Params, pes: usize, got: &[Vec<i64>]) -> Result<(), String> {
-    for (pe, got) in got.iter().enumerate() {
+    check_from(p, pes, 0, got.iter().map(|g| &g[..]))
+}
+
+/// Checks what PEs `first..` gathered.
+fn check_from<'a>(
+    p: &Params,
+    pes: usize,
+    first: usize,
+    got: impl Iterator<Item = &'a [i64]>,
+) -> Result<(), String> {
+    for (pe, got) in (first..).zip(got) {
         for ((slot, &v), g) in got.iter().enumerate().zip(requests(p, pes, pe)) {
             let want = value(g);
             if v != want {
@@ -124,17 +130,53 @@ pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let out = actor::run(rt, &spec, states, |pe| {
         for (slot, g) in requests(p, pes, pe.pe()).enumerate() {
             let (owner, index) = place(g, pes);
-            let req = Msg::Request {
-                index,
-                slot: slot as u32,
-            };
-            pe.send(0, req, owner);
+            pe.send(0, [u64::from(index), slot as u64], owner);
         }
     });
     let o = outcome(p, "selector", pes, start);
     let got: Vec<Vec<i64>> = out.into_iter().map(|s| s.got).collect();
     check(p, pes, &got)?;
     Ok(o)
+}
+
+/// Index-gather on a selector whose PEs span the ranks of `cluster` (this rank's workers are
+/// PEs `rank × W ..`), collectively; each rank checks what its PEs gathered.
+pub fn selector_on_ranks(
+    rt: &Runtime,
+    cluster: &std::sync::Arc<crate::net::Cluster>,
+    p: &Params,
+) -> Result<Outcome, String> {
+    use tactor::actor::Link;
+    let local = rt.workers();
+    let pes = local * cluster.ranks();
+    let first = cluster.rank() * local;
+    validate(p, pes)?;
+    let states = (0..local)
+        .map(|l| Pe {
+            table: table(p, pes, first + l),
+            got: vec![0; p.requests as usize],
+        })
+        .collect();
+    let link: std::sync::Arc<dyn Link> = cluster.clone();
+    let spec = Spec::new(2).fed_by(1, &[0]);
+    let run = || {
+        actor::run_on(rt, link, &spec, states, |pe| {
+            for (slot, g) in requests(p, pes, pe.pe()).enumerate() {
+                let (owner, index) = place(g, pes);
+                pe.send(0, [u64::from(index), slot as u64], owner);
+            }
+        })
+    };
+    let check = |out: Vec<Pe>| check_from(p, pes, first, out.iter().map(|s| &s.got[..]));
+    let seconds = super::on_ranks(cluster, run, check)?;
+    Ok(Outcome::new(
+        "index-gather",
+        "selector",
+        pes,
+        seconds,
+        p.requests * pes as u64,
+        "requests",
+    ))
 }
 
 /// Each PE's targets, filled by `fill(pe, targets)` on the PEs.
