@@ -34,6 +34,16 @@ impl Cluster {
             .expect("never abandoned")
     }
 
+    /// With `workers` PEs on every rank: all the PEs, and the first of this rank's.
+    pub fn pes(&self, workers: usize) -> (usize, usize) {
+        (workers * self.ranks(), workers * self.rank())
+    }
+
+    /// This cluster as a selector's link.
+    pub fn link(self: &Arc<Self>) -> Arc<dyn Link> {
+        self.clone()
+    }
+
     /// Waits for every rank.
     pub fn barrier(&self) {
         self.transport

@@ -20,22 +20,27 @@ fn mpirun(np: usize, args: &str) -> Output {
     out
 }
 
+/// Runs `args` on `np` ranks, which must succeed with one JSON line from rank 0.
+fn report(np: usize, args: &str) -> serde_json::Value {
+    let out = mpirun(np, &format!("{args} --json"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{np} ranks, {args}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "rank 0 reports once: {stdout}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
 #[test]
 fn a_histogram_spanning_ranks_counts_every_update() {
     for (np, pes, seed) in [(2, 1, 1), (2, 2, 2), (3, 1, 3)] {
-        let out = mpirun(
+        let v = report(
             np,
-            &format!("histogram -n 20000 -T 100 --pes {pes} -s {seed} --json"),
+            &format!("histogram -n 20000 -T 100 --pes {pes} -s {seed}"),
         );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{np} ranks × {pes}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 1, "rank 0 reports once: {stdout}");
-        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
         assert_eq!(v["pes"], np * pes);
         assert_eq!(v["operations"], 20000 * np * pes);
     }
@@ -44,17 +49,7 @@ fn a_histogram_spanning_ranks_counts_every_update() {
 #[test]
 fn index_gather_spanning_ranks_gets_every_value() {
     for (np, pes, seed) in [(2, 1, 4), (2, 2, 5), (3, 1, 6)] {
-        let out = mpirun(
-            np,
-            &format!("ig -n 20000 -T 1000 --pes {pes} -s {seed} --json"),
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{np} ranks × {pes}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        let v = report(np, &format!("ig -n 20000 -T 1000 --pes {pes} -s {seed}"));
         assert_eq!(v["app"], "index-gather");
         assert_eq!(v["operations"], 20000 * np * pes);
     }

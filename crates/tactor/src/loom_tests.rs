@@ -212,6 +212,13 @@ fn loom_ring_hands_each_message_over_once_in_order_with_its_data() {
     });
 }
 
+/// Two PEs' inboxes of mailbox numbers, for the selector models.
+type Inboxes = Arc<[Mutex<VecDeque<usize>>; 2]>;
+
+fn inboxes() -> Inboxes {
+    Arc::new([Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())])
+}
+
 /// The selector termination protocol on two PEs: PE 0 sends one request to PE 1 (mailbox 0),
 /// whose handler buffers a reply to PE 0 (mailbox 1, fed by 0) and hands it over when mailbox
 /// 0 has terminated. Neither PE may see a mailbox terminated before its messages were handled:
@@ -222,9 +229,8 @@ fn loom_selector_termination_is_never_early() {
     loom::model(|| {
         let term = Arc::new(Termination::new(2, 2));
         // Inboxes: (mailbox, message) per PE.
-        let inbox: Arc<[Mutex<VecDeque<usize>>; 2]> =
-            Arc::new([Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())]);
-        let pe = |me: usize, term: Arc<Termination>, inbox: Arc<[Mutex<VecDeque<usize>>; 2]>| {
+        let inbox = inboxes();
+        let pe = |me: usize, term: Arc<Termination>, inbox: Inboxes| {
             move || {
                 if me == 0 {
                     term.sent(0, 1);
@@ -274,9 +280,8 @@ fn loom_a_cycle_of_mailboxes_never_terminates_early() {
     use crate::actor::termination::Termination;
     loom::model(|| {
         let term = Arc::new(Termination::new(2, 2));
-        let inbox: Arc<[Mutex<VecDeque<usize>>; 2]> =
-            Arc::new([Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())]);
-        let pe = |me: usize, term: Arc<Termination>, inbox: Arc<[Mutex<VecDeque<usize>>; 2]>| {
+        let inbox = inboxes();
+        let pe = |me: usize, term: Arc<Termination>, inbox: Inboxes| {
             move || {
                 if me == 0 {
                     term.sent(0, 1);

@@ -43,17 +43,26 @@ impl Handler<u32> for Counts {
 }
 
 fn check(p: &Params, pes: usize, tables: &[Vec<u64>]) -> Result<(), String> {
-    let mut want = vec![vec![0u64; p.table as usize]; pes];
+    check_from(p, pes, 0, tables)
+}
+
+/// Checks the tables of PEs `first..first + tables.len()` against every PE's updates.
+fn check_from(p: &Params, pes: usize, first: usize, tables: &[Vec<u64>]) -> Result<(), String> {
+    let mut want = vec![vec![0u64; p.table as usize]; tables.len()];
     for pe in 0..pes {
         for (o, i) in updates(p, pes, pe) {
-            want[o][i] += 1;
+            if let Some(l) = o.checked_sub(first).filter(|&l| l < tables.len()) {
+                want[l][i] += 1;
+            }
         }
     }
-    for (pe, (got, want)) in tables.iter().zip(&want).enumerate() {
+    for (l, (got, want)) in tables.iter().zip(&want).enumerate() {
         if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
             return Err(format!(
-                "histogram: PE {pe} entry {i} counts {} updates, expected {}",
-                got[i], want[i]
+                "histogram: PE {} entry {i} counts {} updates, expected {}",
+                first + l,
+                got[i],
+                want[i]
             ));
         }
     }
@@ -179,42 +188,22 @@ pub fn selector_on_ranks(
     cluster: &std::sync::Arc<crate::net::Cluster>,
     p: &Params,
 ) -> Result<Outcome, String> {
-    use tactor::actor::Link;
     let local = rt.workers();
-    let pes = local * cluster.ranks();
-    let first = cluster.rank() * local;
+    let (pes, first) = cluster.pes(local);
     validate(p, pes)?;
     let states = (0..local)
         .map(|_| Counts(vec![0; p.table as usize]))
         .collect();
-    let link: std::sync::Arc<dyn Link> = cluster.clone();
     let run = || {
-        actor::run_on(rt, link, &Spec::new(1), states, |pe| {
+        actor::run_on(rt, cluster.link(), &Spec::new(1), states, |pe| {
             for (o, i) in updates(p, pes, pe.pe()) {
                 pe.send(0, i as u32, o);
             }
         })
     };
     let check = |out: Vec<Counts>| {
-        let mut want = vec![vec![0u64; p.table as usize]; local];
-        for pe in 0..pes {
-            for (o, i) in updates(p, pes, pe) {
-                if let Some(l) = o.checked_sub(first).filter(|&l| l < local) {
-                    want[l][i] += 1;
-                }
-            }
-        }
-        for (l, (got, want)) in out.iter().zip(&want).enumerate() {
-            if let Some(i) = (0..want.len()).find(|&i| got.0[i] != want[i]) {
-                return Err(format!(
-                    "histogram: PE {} entry {i} counts {} updates, expected {}",
-                    first + l,
-                    got.0[i],
-                    want[i]
-                ));
-            }
-        }
-        Ok(())
+        let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
+        check_from(p, pes, first, &tables)
     };
     let seconds = super::on_ranks(cluster, run, check)?;
     Ok(outcome(p, "selector", pes, seconds))

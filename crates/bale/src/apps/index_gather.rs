@@ -103,8 +103,7 @@ fn check_from<'a>(
     Ok(())
 }
 
-fn outcome(p: &Params, model: &'static str, pes: usize, start: Instant) -> Outcome {
-    let seconds = start.elapsed().as_secs_f64();
+fn outcome(p: &Params, model: &'static str, pes: usize, seconds: f64) -> Outcome {
     Outcome::new(
         "index-gather",
         model,
@@ -133,7 +132,7 @@ pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
             pe.send(0, [u64::from(index), slot as u64], owner);
         }
     });
-    let o = outcome(p, "selector", pes, start);
+    let o = outcome(p, "selector", pes, start.elapsed().as_secs_f64());
     let got: Vec<Vec<i64>> = out.into_iter().map(|s| s.got).collect();
     check(p, pes, &got)?;
     Ok(o)
@@ -146,10 +145,8 @@ pub fn selector_on_ranks(
     cluster: &std::sync::Arc<crate::net::Cluster>,
     p: &Params,
 ) -> Result<Outcome, String> {
-    use tactor::actor::Link;
     let local = rt.workers();
-    let pes = local * cluster.ranks();
-    let first = cluster.rank() * local;
+    let (pes, first) = cluster.pes(local);
     validate(p, pes)?;
     let states = (0..local)
         .map(|l| Pe {
@@ -157,10 +154,9 @@ pub fn selector_on_ranks(
             got: vec![0; p.requests as usize],
         })
         .collect();
-    let link: std::sync::Arc<dyn Link> = cluster.clone();
     let spec = Spec::new(2).fed_by(1, &[0]);
     let run = || {
-        actor::run_on(rt, link, &spec, states, |pe| {
+        actor::run_on(rt, cluster.link(), &spec, states, |pe| {
             for (slot, g) in requests(p, pes, pe.pe()).enumerate() {
                 let (owner, index) = place(g, pes);
                 pe.send(0, [u64::from(index), slot as u64], owner);
@@ -169,14 +165,7 @@ pub fn selector_on_ranks(
     };
     let check = |out: Vec<Pe>| check_from(p, pes, first, out.iter().map(|s| &s.got[..]));
     let seconds = super::on_ranks(cluster, run, check)?;
-    Ok(Outcome::new(
-        "index-gather",
-        "selector",
-        pes,
-        seconds,
-        p.requests * pes as u64,
-        "requests",
-    ))
+    Ok(outcome(p, "selector", pes, seconds))
 }
 
 /// Each PE's targets, filled by `fill(pe, targets)` on the PEs.
@@ -209,7 +198,7 @@ pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
             *slot = tables[owner][index as usize];
         }
     });
-    let o = outcome(p, "agp", pes, start);
+    let o = outcome(p, "agp", pes, start.elapsed().as_secs_f64());
     check(p, pes, &got)?;
     Ok(o)
 }
@@ -253,7 +242,7 @@ pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
             }
         }
     });
-    let o = outcome(p, "exstack", pes, start);
+    let o = outcome(p, "exstack", pes, start.elapsed().as_secs_f64());
     check(p, pes, &got)?;
     Ok(o)
 }
