@@ -2,7 +2,8 @@
 //! selector API, checking its own answer against a serial replay of the same random streams.
 //! All seven: histogram (typed and lambda handlers), index-gather, random permutation, the
 //! transpose and permutation of sparse matrices, toposort and triangle counting (matrices
-//! generated, or read from Matrix Market files), in one process with one PE per worker.
+//! generated, or read from Matrix Market files), with one PE per worker, in one process or
+//! (the selector versions) spanning the ranks of an MPI job.
 
 pub mod apps;
 pub mod baseline;

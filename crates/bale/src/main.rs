@@ -4,9 +4,13 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use bale::apps::{self, histogram, index_gather, randperm, reshape, toposort, triangles, Outcome};
+use bale::apps::{
+    self, histogram, index_gather, randperm, reshape, toposort, triangles, Outcome, Pes,
+};
+use bale::net::Cluster;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -156,22 +160,32 @@ fn runtime(c: &Common) -> Result<tactor::Runtime, String> {
         .map_err(|e| format!("could not start {pes} PEs: {e}"))
 }
 
-/// What runs on several ranks so far.
-const ON_RANKS: &str = "histogram and ig with --model selector";
+/// This process's PEs, and the job's other ranks when a launcher started several.
+struct Job {
+    rt: tactor::Runtime,
+    cluster: Option<Arc<Cluster>>,
+}
 
-/// What a run on several ranks refuses, for now.
-fn ranks_only(what: &str) -> String {
-    format!(
-        "on several ranks only {what} runs so far; run this app in one process (without mpirun)"
-    )
+impl Job {
+    /// Starts the PEs and joins the job; on several ranks only the selector versions run.
+    fn start(c: &Common, model: Model) -> Result<Job, String> {
+        let rt = runtime(c)?;
+        let cluster = Cluster::join(rt.workers())?;
+        if cluster.is_some() && model != Model::Selector {
+            return Err(
+                "on several ranks only the selector versions run (--model selector); the baselines run in one process (without mpirun)"
+                    .into(),
+            );
+        }
+        Ok(Job { rt, cluster })
+    }
+
+    fn pes(&self) -> Pes<'_> {
+        Pes::new(&self.rt, self.cluster.as_ref())
+    }
 }
 
 fn run(cli: Cli) -> Result<(Outcome, bool), String> {
-    if !matches!(cli.app, App::Histogram { .. } | App::Ig { .. })
-        && tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1)
-    {
-        return Err(ranks_only(ON_RANKS));
-    }
     match cli.app {
         App::Histogram {
             updates,
@@ -179,24 +193,17 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             model,
             common,
         } => {
-            let rt = runtime(&common)?;
+            let job = Job::start(&common, model)?;
             let p = histogram::Params {
                 updates,
                 table,
                 seed: common.seed,
             };
-            if let Some(c) = bale::net::Cluster::join(rt.workers())? {
-                if model != Model::Selector {
-                    return Err(ranks_only(ON_RANKS));
-                }
-                let o = histogram::selector_on_ranks(&rt, &c, &p)?;
-                return Ok((o, common.json));
-            }
             let o = match model {
-                Model::Selector => histogram::selector(&rt, &p)?,
-                Model::Lambda => histogram::lambda(&rt, &p)?,
-                Model::Agp => histogram::agp(&rt, &p)?,
-                Model::Exstack => histogram::exstack(&rt, &p)?,
+                Model::Selector => histogram::selector(&job.pes(), &p)?,
+                Model::Lambda => histogram::lambda(&job.rt, &p)?,
+                Model::Agp => histogram::agp(&job.rt, &p)?,
+                Model::Exstack => histogram::exstack(&job.rt, &p)?,
             };
             Ok((o, common.json))
         }
@@ -211,23 +218,20 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 table,
                 seed: common.seed,
             };
-            let run = match model {
-                Model::Selector => index_gather::selector,
-                Model::Agp => index_gather::agp,
-                Model::Exstack => index_gather::exstack,
+            let baseline = match model {
+                Model::Selector => None,
+                Model::Agp => Some(index_gather::agp as fn(&_, &_) -> _),
+                Model::Exstack => Some(index_gather::exstack as fn(&_, &_) -> _),
                 Model::Lambda => {
                     return Err("--model lambda: ig has no lambda version (histogram has)".into())
                 }
             };
-            let rt = runtime(&common)?;
-            if let Some(c) = bale::net::Cluster::join(rt.workers())? {
-                if model != Model::Selector {
-                    return Err(ranks_only(ON_RANKS));
-                }
-                let o = index_gather::selector_on_ranks(&rt, &c, &p)?;
-                return Ok((o, common.json));
-            }
-            Ok((run(&rt, &p)?, common.json))
+            let job = Job::start(&common, model)?;
+            let o = match baseline {
+                None => index_gather::selector(&job.pes(), &p)?,
+                Some(run) => run(&job.rt, &p)?,
+            };
+            Ok((o, common.json))
         }
         App::Transpose { matrix } => reshape_app(&matrix, |_| reshape::Op::Transpose),
         App::Permute { matrix } => {
@@ -235,37 +239,42 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             reshape_app(&matrix, |m| reshape::Op::random_permutation(m, seed))
         }
         App::Toposort { matrix: a } => {
-            let run = if agp_model(a.model)? {
-                toposort::agp
-            } else {
-                toposort::selector
-            };
-            let rt = runtime(&a.common)?;
+            let agp = agp_model(a.model)?;
+            let job = Job::start(&a.common, a.model)?;
+            let pes = job.pes();
             let m = match &a.file {
                 Some(f) => bale::matrix::mm::read(f)?,
-                None => toposort::morally_upper(&input(&a, rt.workers())?, a.common.seed)?,
+                None => toposort::morally_upper(&input(&a, pes.count())?, a.common.seed)?,
             };
-            Ok((run(&rt, &m)?, a.common.json))
+            let o = if agp {
+                toposort::agp(&job.rt, &m)?
+            } else {
+                toposort::selector(&pes, &m)?
+            };
+            Ok((o, a.common.json))
         }
         App::Triangles {
             matrix: a,
             kronecker,
         } => {
-            let run = if agp_model(a.model)? {
-                triangles::agp
-            } else {
-                triangles::selector
-            };
-            let rt = runtime(&a.common)?;
-            let (l, known) = match (&a.file, &kronecker) {
-                (Some(_), Some(_)) => return Err("-f and -K: give one input".into()),
-                (_, Some(k)) => {
+            let agp = agp_model(a.model)?;
+            if a.file.is_some() && kronecker.is_some() {
+                return Err("-f and -K: give one input".into());
+            }
+            let job = Job::start(&a.common, a.model)?;
+            let pes = job.pes();
+            let (l, known) = match &kronecker {
+                Some(k) => {
                     let (l, known) = triangles::kronecker(k)?;
                     (l, Some(known))
                 }
-                (_, None) => (triangles::lower_of(&input(&a, rt.workers())?)?, None),
+                None => (triangles::lower_of(&input(&a, pes.count())?)?, None),
             };
-            let o = run(&rt, &l)?;
+            let o = if agp {
+                triangles::agp(&job.rt, &l)?
+            } else {
+                triangles::selector(&pes, &l)?
+            };
             if let (Some(k), Some(got)) = (known, o.result) {
                 if k != got {
                     return Err(format!(
@@ -284,13 +293,14 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 per_pe,
                 seed: common.seed,
             };
-            let run = if agp_model(model)? {
-                randperm::agp
+            let agp = agp_model(model)?;
+            let job = Job::start(&common, model)?;
+            let o = if agp {
+                randperm::agp(&job.rt, &p)?
             } else {
-                randperm::selector
+                randperm::selector(&job.pes(), &p)?
             };
-            let rt = runtime(&common)?;
-            Ok((run(&rt, &p)?.0, common.json))
+            Ok((o, common.json))
         }
     }
 }
@@ -323,24 +333,32 @@ fn reshape_app(
     a: &MatrixArgs,
     op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
 ) -> Result<(Outcome, bool), String> {
-    let run = match a.model {
-        Model::Selector => reshape::selector,
-        Model::Agp => reshape::agp,
-        Model::Exstack => reshape::exstack,
+    let baseline = match a.model {
+        Model::Selector => None,
+        Model::Agp => Some(reshape::agp as fn(&_, &_, &_) -> _),
+        Model::Exstack => Some(reshape::exstack as fn(&_, &_, &_) -> _),
         Model::Lambda => return Err("--model lambda: only histogram has a lambda version".into()),
     };
-    let rt = runtime(&a.common)?;
-    let m = input(a, rt.workers())?;
+    let job = Job::start(&a.common, a.model)?;
+    let pes = job.pes();
+    let m = input(a, pes.count())?;
     let op = op(&m);
-    Ok((run(&rt, &m, &op)?, a.common.json))
+    let o = match baseline {
+        None => reshape::selector(&pes, &m, &op)?,
+        Some(run) => run(&job.rt, &m, &op)?,
+    };
+    Ok((o, a.common.json))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Rank 0 reports for the job: every rank decides the arguments and the input alike, so
+    // their errors are rank 0's too; a check that failed is reported by the lowest rank it
+    // failed on, named (`Pes::timed`), and the others exit quietly.
+    let other_rank = tactor_comm::launcher::job().is_some_and(|(n, r)| n > 1 && r > 0);
     match run(cli) {
         Ok((o, json)) => {
-            if tactor_comm::launcher::job().is_some_and(|(n, r)| n > 1 && r > 0) {
-                // Rank 0 reports for the job.
+            if other_rank {
                 return ExitCode::SUCCESS;
             }
             if json {
@@ -351,7 +369,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            if !e.is_empty() && (!other_rank || e.starts_with(apps::RANK_ERROR)) {
+                eprintln!("error: {e}");
+            } else if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
+                // A launcher ends the job at the first rank that exits: give the rank that
+                // reports time to print.
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            }
             ExitCode::FAILURE
         }
     }

@@ -1,13 +1,18 @@
 //! Bale's PEs on several ranks: when an MPI launcher started this process as one of several
 //! ranks, the selector's [`Link`] is `tactor-comm`'s transport, a channel per worker (at
-//! most four), every selector message on one port.
+//! most four), every selector message on one port; the apps' checks gather what every rank
+//! found on another.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use tactor::actor::Link;
-use tactor_comm::{Completion, Reduce, Transport};
+use tactor_comm::{Completion, Message, Reduce, Transport};
 
 /// The port selector batches and termination messages use.
 const PORT: u16 = 1;
+
+/// The port of [`Cluster::gather`]'s messages.
+const GATHER: u16 = 2;
 
 /// Completions one poll hands over at most, so that a PE gets back to its own work.
 const BUDGET: usize = 64;
@@ -15,6 +20,12 @@ const BUDGET: usize = 64;
 /// This process's place in a job of several ranks.
 pub struct Cluster {
     transport: Box<dyn Transport>,
+    /// Gathers this rank began, numbering their messages: a rank that finished one gather
+    /// may send for the next before a slower rank got all of the first.
+    gathers: AtomicU64,
+    /// Gather messages that arrived while this rank waited for another gather's, or while a
+    /// PE polled for selector batches.
+    early: Mutex<Vec<Message>>,
 }
 
 impl Cluster {
@@ -24,7 +35,13 @@ impl Cluster {
         let Some((size, _)) = tactor_comm::launcher::job().filter(|&(size, _)| size > 1) else {
             return Ok(None);
         };
-        start(workers.clamp(1, 4), size).map(|transport| Some(Arc::new(Cluster { transport })))
+        start(workers.clamp(1, 4), size).map(|transport| {
+            Some(Arc::new(Cluster {
+                transport,
+                gathers: AtomicU64::new(0),
+                early: Mutex::new(Vec::new()),
+            }))
+        })
     }
 
     /// Combines `value` over the ranks.
@@ -42,6 +59,55 @@ impl Cluster {
     /// This cluster as a selector's link.
     pub fn link(self: &Arc<Self>) -> Arc<dyn Link> {
         self.clone()
+    }
+
+    /// Every rank's `bytes`, in rank order (this rank's own included), once each rank called
+    /// this with its own: collective, called by one thread per rank in the same order on every
+    /// rank. For checks, outside timed parts: every rank sends its bytes to every other one.
+    pub fn gather(&self, bytes: Vec<u8>) -> Vec<Vec<u8>> {
+        let (me, ranks) = (self.rank(), self.ranks());
+        let n = self.gathers.fetch_add(1, Ordering::Relaxed);
+        let mut framed = n.to_le_bytes().to_vec();
+        framed.extend_from_slice(&bytes);
+        for r in (0..ranks).filter(|&r| r != me) {
+            if let Err(e) = self.transport.send(0, r, GATHER, framed.clone(), None) {
+                eprintln!("error: rank {me}: {e}");
+                self.transport.abort(1);
+            }
+        }
+        let mut got: Vec<Option<Vec<u8>>> = vec![None; ranks];
+        got[me] = Some(bytes);
+        let mut missing = ranks - 1;
+        let mut take = |m: Message, missing: &mut usize| -> Option<Message> {
+            let ours = m.data.len() >= 8 && m.data[..8] == n.to_le_bytes();
+            if !ours || got[m.source].is_some() {
+                return Some(m);
+            }
+            got[m.source] = Some(m.data[8..].to_vec());
+            *missing -= 1;
+            None
+        };
+        let early = std::mem::take(&mut *self.early.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut later: Vec<Message> = early
+            .into_iter()
+            .filter_map(|m| take(m, &mut missing))
+            .collect();
+        while missing > 0 {
+            match self.transport.poll(0) {
+                Some(Completion::Received(m)) if m.port == GATHER => {
+                    later.extend(take(m, &mut missing));
+                }
+                Some(_) => {}
+                None => std::thread::yield_now(),
+            }
+        }
+        self.early
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(later);
+        got.into_iter()
+            .map(|g| g.expect("every rank's part arrived"))
+            .collect()
     }
 
     /// Waits for every rank.
@@ -77,6 +143,9 @@ impl Link for Cluster {
                 Some(Completion::Received(m)) if m.port == PORT => {
                     deliver(m.source, m.data);
                     any = true;
+                }
+                Some(Completion::Received(m)) if m.port == GATHER => {
+                    self.early.lock().unwrap_or_else(|e| e.into_inner()).push(m);
                 }
                 Some(_) => {}
                 None => break,

@@ -1,16 +1,23 @@
-//! Bale apps with PEs on several ranks under a real `mpirun`: the histogram's selector spans
-//! the ranks (each rank checks its own PEs' tables against every PE's update stream), and
-//! what does not run on ranks yet is refused with one line.
+//! Bale apps with PEs on several ranks under a real `mpirun`: every app's selector spans the
+//! ranks and checks its answer; the baselines, which run in one process, and bad input are
+//! refused with one line; a check failing on one rank fails the job, named by that rank.
 #![cfg(feature = "mpi")]
 
 use std::process::{Command, Output};
 
 fn mpirun(np: usize, args: &str) -> Output {
+    mpirun_with(np, &[], args)
+}
+
+/// `bale args` on `np` ranks, with `launcher` flags given to `mpirun` first.
+fn mpirun_with(np: usize, launcher: &[&str], args: &str) -> Output {
     let mut c = Command::new("mpirun");
     let session = tactor_comm::launcher::private_session(&mut c).unwrap();
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", &np.to_string()])
+        .arg("--oversubscribe")
+        .args(launcher)
+        .args(["-np", &np.to_string()])
         .arg(env!("CARGO_BIN_EXE_bale"))
         .args(args.split_whitespace());
     let out = c
@@ -55,18 +62,89 @@ fn index_gather_spanning_ranks_gets_every_value() {
     }
 }
 
+/// The matrix apps and randperm, each on 2 and 3 ranks with one or two PEs each, several
+/// seeds and inputs: each checks its whole answer on every rank.
 #[test]
-fn apps_that_do_not_run_on_ranks_yet_say_so() {
-    for args in [
-        "randperm -n 100 --pes 1",
-        "ig -n 100 -T 10 --pes 1 --model agp",
-    ] {
-        let out = mpirun(2, args);
+fn every_app_runs_spanning_ranks_and_checks_its_answer() {
+    let apps = [
+        ("randperm -n 3000", "randperm", 3000),
+        ("transpose -n 300 -z 6", "transpose", 0),
+        ("permute -n 300 -z 6 --graph geometric", "permute", 0),
+        ("toposort -n 300 -z 5", "toposort", 300),
+        ("toposort -n 200 -z 4 --graph geometric", "toposort", 200),
+        ("triangles -n 200 -z 12", "triangles", 0),
+    ];
+    for (np, pes, seed) in [(2, 1, 11), (2, 2, 12), (3, 1, 13)] {
+        for (args, app, per_pe) in apps {
+            let v = report(np, &format!("{args} --pes {pes} -s {seed}"));
+            assert_eq!(v["app"], app, "{args}");
+            assert_eq!(v["pes"], np * pes, "{args}");
+            if per_pe > 0 {
+                assert_eq!(v["operations"], per_pe * np * pes, "{args}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_kronecker_graph_on_ranks_has_its_closed_form_count() {
+    for np in [2, 3] {
+        let v = report(np, "triangles -K 1:3x4x5 --pes 1");
+        // (Π(3m+1) − 3Π(m+1) + 2)/6 for stars 3, 4, 5 with loops on the centres.
+        assert_eq!(v["result"], (10 * 13 * 16 - 3 * 4 * 5 * 6 + 2) / 6);
+    }
+}
+
+#[test]
+fn on_ranks_the_baselines_and_bad_input_are_refused_once() {
+    let dir = std::env::temp_dir().join(format!("bale-ranks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_mm = dir.join("not.mm");
+    std::fs::write(&not_mm, "hello\n").unwrap();
+    // A full 2 × 2 block: no row ever has one column left, so no toposort exists.
+    let blocked = dir.join("blocked.mm");
+    std::fs::write(
+        &blocked,
+        "%%MatrixMarket matrix coordinate pattern general\n3 3 5\n1 1\n1 2\n2 1\n2 2\n3 3\n",
+    )
+    .unwrap();
+    let cases = [
+        (
+            "ig -n 100 -T 10 --pes 1 --model agp".to_string(),
+            "only the selector versions",
+        ),
+        (
+            "randperm -n 100 --pes 1 --model agp".into(),
+            "only the selector versions",
+        ),
+        ("ig -n 100 -T 0 --pes 1".into(), "-T 0"),
+        (format!("transpose -f {}", not_mm.display()), "not.mm"),
+        (
+            format!("toposort --pes 1 -f {}", blocked.display()),
+            "not a permuted upper triangle",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = mpirun(2, &args);
         assert!(!out.status.success(), "{args}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("on several ranks only histogram and ig"),
-            "{args}: {err}"
-        );
+        let ours: Vec<&str> = err.lines().filter(|l| l.contains(want)).collect();
+        assert_eq!(ours.len(), 1, "{args}: one line, from one rank: {err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A wrong answer on one rank fails the job on every rank, named once by that rank.
+#[test]
+fn a_check_that_fails_on_one_rank_fails_the_job_named_by_that_rank() {
+    for (np, bad) in [(2, 1), (3, 2), (3, 0)] {
+        let fault = format!("BALE_FAULT={bad}");
+        let out = mpirun_with(np, &["-x", &fault], "permute -n 200 --pes 1");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        let ours: Vec<&str> = err.lines().filter(|l| l.contains("BALE_FAULT")).collect();
+        assert_eq!(ours.len(), 1, "{err}");
+        assert!(ours[0].contains(&format!("rank {bad}: ")), "{err}");
+        assert!(out.stdout.is_empty(), "no report after a failed check");
     }
 }

@@ -1,7 +1,7 @@
 //! Histogram: every PE adds 1 to `updates` random entries of a table distributed over the
 //! PEs (`table` entries each). One message per update, to the entry's owner.
 
-use super::{on_pes, table_bytes, Outcome};
+use super::{on_pes, table_bytes, Outcome, Pes};
 use crate::rng::Stream;
 use std::time::Instant;
 use tactor::actor::{self, Handler, Lambdas, Outbox, Spec};
@@ -79,23 +79,29 @@ fn validate(p: &Params, pes: usize) -> Result<(), String> {
     table_bytes(p.table, pes, "a table of").map(|_| ())
 }
 
-/// Histogram on a selector with a typed handler.
-pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
-    let pes = rt.workers();
-    validate(p, pes)?;
-    let states = (0..pes)
+/// Histogram on a selector with a typed handler, collectively over `pes`: each rank checks
+/// its own PEs' tables against every PE's update stream; the time is the slowest rank's.
+pub fn selector(pes: &Pes, p: &Params) -> Result<Outcome, String> {
+    let n = pes.count();
+    validate(p, n)?;
+    let mine = pes.mine();
+    let states = mine
+        .clone()
         .map(|_| Counts(vec![0; p.table as usize]))
         .collect();
-    let start = Instant::now();
-    let out = actor::run(rt, &Spec::new(1), states, |pe| {
-        for (o, i) in updates(p, pes, pe.pe()) {
-            pe.send(0, i as u32, o);
-        }
-    });
-    let seconds = start.elapsed().as_secs_f64();
-    let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
-    check(p, pes, &tables)?;
-    Ok(outcome(p, "selector", pes, seconds))
+    let run = || {
+        pes.select(&Spec::new(1), states, |pe| {
+            for (o, i) in updates(p, n, pe.pe()) {
+                pe.send(0, i as u32, o);
+            }
+        })
+    };
+    let check = |out: Vec<Counts>| {
+        let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
+        check_from(p, n, mine.start, &tables)
+    };
+    let seconds = pes.timed(run, check)?;
+    Ok(outcome(p, "selector", n, seconds))
 }
 
 /// Histogram with closures as messages (the seed's lambda style).
@@ -178,33 +184,4 @@ pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
         .collect();
     check(p, pes, &tables)?;
     Ok(outcome(p, "exstack", pes, seconds))
-}
-
-/// Histogram on a selector whose PEs span the ranks of `cluster` (this rank's workers are
-/// PEs `rank × W ..`): every rank runs this collectively. Each rank checks its own PEs'
-/// tables against every PE's stream; the time is the slowest rank's.
-pub fn selector_on_ranks(
-    rt: &Runtime,
-    cluster: &std::sync::Arc<crate::net::Cluster>,
-    p: &Params,
-) -> Result<Outcome, String> {
-    let local = rt.workers();
-    let (pes, first) = cluster.pes(local);
-    validate(p, pes)?;
-    let states = (0..local)
-        .map(|_| Counts(vec![0; p.table as usize]))
-        .collect();
-    let run = || {
-        actor::run_on(rt, cluster.link(), &Spec::new(1), states, |pe| {
-            for (o, i) in updates(p, pes, pe.pe()) {
-                pe.send(0, i as u32, o);
-            }
-        })
-    };
-    let check = |out: Vec<Counts>| {
-        let tables: Vec<Vec<u64>> = out.into_iter().map(|c| c.0).collect();
-        check_from(p, pes, first, &tables)
-    };
-    let seconds = super::on_ranks(cluster, run, check)?;
-    Ok(outcome(p, "selector", pes, seconds))
 }

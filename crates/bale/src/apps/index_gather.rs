@@ -2,12 +2,12 @@
 //! PEs (`table` entries each, entry `g` holding `-(g + 1)`): a request to the owner, whose
 //! handler replies to the requester (a reply mailbox that closes by itself).
 
-use super::{on_pes, table_bytes, Outcome};
+use super::{on_pes, table_bytes, Outcome, Pes};
 use crate::baseline::{Exstack, CAPACITY};
 use crate::rng::Stream;
 use std::sync::Mutex;
 use std::time::Instant;
-use tactor::actor::{self, Handler, Outbox, Spec};
+use tactor::actor::{Handler, Outbox, Spec};
 use tactor::Runtime;
 
 /// Sizes per PE, and the seed.
@@ -114,58 +114,31 @@ fn outcome(p: &Params, model: &'static str, pes: usize, seconds: f64) -> Outcome
     )
 }
 
-/// Index-gather on a selector: requests in mailbox 0, replies in mailbox 1.
-pub fn selector(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
-    let pes = rt.workers();
-    validate(p, pes)?;
-    let states = (0..pes)
+/// Index-gather on a selector, collectively over `pes`: requests in mailbox 0, replies in
+/// mailbox 1 (fed by 0, so it closes by itself); each rank checks what its PEs gathered.
+pub fn selector(pes: &Pes, p: &Params) -> Result<Outcome, String> {
+    let n = pes.count();
+    validate(p, n)?;
+    let mine = pes.mine();
+    let states = mine
+        .clone()
         .map(|pe| Pe {
-            table: table(p, pes, pe),
-            got: vec![0; p.requests as usize],
-        })
-        .collect();
-    let spec = Spec::new(2).fed_by(1, &[0]);
-    let start = Instant::now();
-    let out = actor::run(rt, &spec, states, |pe| {
-        for (slot, g) in requests(p, pes, pe.pe()).enumerate() {
-            let (owner, index) = place(g, pes);
-            pe.send(0, [u64::from(index), slot as u64], owner);
-        }
-    });
-    let o = outcome(p, "selector", pes, start.elapsed().as_secs_f64());
-    let got: Vec<Vec<i64>> = out.into_iter().map(|s| s.got).collect();
-    check(p, pes, &got)?;
-    Ok(o)
-}
-
-/// Index-gather on a selector whose PEs span the ranks of `cluster` (this rank's workers are
-/// PEs `rank × W ..`), collectively; each rank checks what its PEs gathered.
-pub fn selector_on_ranks(
-    rt: &Runtime,
-    cluster: &std::sync::Arc<crate::net::Cluster>,
-    p: &Params,
-) -> Result<Outcome, String> {
-    let local = rt.workers();
-    let (pes, first) = cluster.pes(local);
-    validate(p, pes)?;
-    let states = (0..local)
-        .map(|l| Pe {
-            table: table(p, pes, first + l),
+            table: table(p, n, pe),
             got: vec![0; p.requests as usize],
         })
         .collect();
     let spec = Spec::new(2).fed_by(1, &[0]);
     let run = || {
-        actor::run_on(rt, cluster.link(), &spec, states, |pe| {
-            for (slot, g) in requests(p, pes, pe.pe()).enumerate() {
-                let (owner, index) = place(g, pes);
+        pes.select(&spec, states, |pe| {
+            for (slot, g) in requests(p, n, pe.pe()).enumerate() {
+                let (owner, index) = place(g, n);
                 pe.send(0, [u64::from(index), slot as u64], owner);
             }
         })
     };
-    let check = |out: Vec<Pe>| check_from(p, pes, first, out.iter().map(|s| &s.got[..]));
-    let seconds = super::on_ranks(cluster, run, check)?;
-    Ok(outcome(p, "selector", pes, seconds))
+    let check = |out: Vec<Pe>| check_from(p, n, mine.start, out.iter().map(|s| &s.got[..]));
+    let seconds = pes.timed(run, check)?;
+    Ok(outcome(p, "selector", n, seconds))
 }
 
 /// Each PE's targets, filled by `fill(pe, targets)` on the PEs.

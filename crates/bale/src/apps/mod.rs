@@ -1,16 +1,18 @@
 //! The apps, each on the selector API, each checking its answer against a serial replay of
-//! the same random streams.
+//! the same random streams. Each selector version is written once against [`Pes`] and runs
+//! in one process or with PEs on several ranks; the baselines run in one process.
 
 pub mod histogram;
 pub mod index_gather;
+mod pes;
 pub mod randperm;
 pub mod reshape;
 pub mod toposort;
 pub mod triangles;
 
 pub use crate::memory::table_bytes;
+pub use pes::{Pes, RANK_ERROR};
 use serde::Serialize;
-use std::time::Instant;
 use tactor::Runtime;
 
 /// What one run of an app measured and whether its answer was right.
@@ -20,7 +22,7 @@ pub struct Outcome {
     pub app: &'static str,
     /// How it was written (`selector`, `lambda`, ...).
     pub model: &'static str,
-    /// PEs (workers of the process).
+    /// PEs (workers of every rank).
     pub pes: usize,
     /// Seconds the parallel part took.
     pub seconds: f64,
@@ -97,27 +99,4 @@ pub(crate) fn per_pe<T: Send>(rt: &Runtime, f: impl Fn(usize) -> T + Sync) -> Ve
                 .expect("every PE ran")
         })
         .collect()
-}
-
-/// Runs `body` on every rank of `cluster` at once (after a barrier) and times it by the
-/// slowest rank; then every rank checks its own part with `check`, and the run fails on
-/// every rank if it failed on any (the failing rank names what was wrong).
-pub(crate) fn on_ranks<T>(
-    cluster: &crate::net::Cluster,
-    body: impl FnOnce() -> T,
-    check: impl FnOnce(T) -> Result<(), String>,
-) -> Result<f64, String> {
-    use tactor_comm::Reduce;
-    cluster.barrier();
-    let start = Instant::now();
-    let out = body();
-    let nanos = start.elapsed().as_nanos() as u64;
-    let nanos = cluster.all_reduce(Reduce::Max, nanos);
-    let verdict = check(out);
-    let failed = cluster.all_reduce(Reduce::Max, u64::from(verdict.is_err()));
-    verdict?;
-    if failed != 0 {
-        return Err("another rank's check failed".into());
-    }
-    Ok(nanos as f64 * 1e-9)
 }

@@ -6,11 +6,11 @@
 //! darts bounce depends on arrival order, so the check is Bale's: every value appears
 //! exactly once.
 
-use super::{on_pes, table_bytes, Outcome};
+use super::{on_pes, table_bytes, Outcome, Pes};
 use crate::rng::Stream;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
-use tactor::actor::{self, Handler, Outbox, Spec};
+use tactor::actor::{Handler, Outbox, Spec};
 use tactor::Runtime;
 
 /// Size per PE, and the seed.
@@ -28,12 +28,9 @@ const EMPTY: i64 = -1;
 /// Target slots per value: Bale's `lambda` of 2 (few bounces, half the slots empty).
 const SLOTS_PER_VALUE: u64 = 2;
 
-/// A dart for slot `index` of the owner (mailbox 0), or one sent back (mailbox 1).
-#[derive(Clone, Copy)]
-enum Msg {
-    Dart { index: u32, value: u64 },
-    Bounce { value: u64 },
-}
+/// A dart `[slot on the owner, value]` (mailbox 0), or one sent back `[value, 0]` (mailbox
+/// 1): plain words, so that darts cross ranks as they are.
+type Msg = [u64; 2];
 
 /// A PE's target slots, the darts that came back to it this round, and its random stream.
 struct Pe {
@@ -44,17 +41,16 @@ struct Pe {
 
 impl Handler<Msg> for Pe {
     #[inline]
-    fn process(&mut self, _mailbox: usize, m: Msg, from: usize, out: &mut Outbox<'_, Msg>) {
-        match m {
-            Msg::Dart { index, value } => {
-                let slot = &mut self.target[index as usize];
-                if *slot == EMPTY {
-                    *slot = value as i64;
-                } else {
-                    out.send(1, Msg::Bounce { value }, from);
-                }
+    fn process(&mut self, mailbox: usize, m: Msg, from: usize, out: &mut Outbox<'_, Msg>) {
+        if mailbox == 0 {
+            let slot = &mut self.target[m[0] as usize];
+            if *slot == EMPTY {
+                *slot = m[1] as i64;
+            } else {
+                out.send(1, [m[1], 0], from);
             }
-            Msg::Bounce { value } => self.bounced.push(value),
+        } else {
+            self.bounced.push(m[0]);
         }
     }
 }
@@ -126,8 +122,7 @@ pub fn check(perm: &[u64], total: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn outcome(p: &Params, model: &'static str, pes: usize, start: Instant) -> Outcome {
-    let seconds = start.elapsed().as_secs_f64();
+fn outcome(p: &Params, model: &'static str, pes: usize, seconds: f64) -> Outcome {
     Outcome::new(
         "randperm",
         model,
@@ -138,41 +133,50 @@ fn outcome(p: &Params, model: &'static str, pes: usize, start: Instant) -> Outco
     )
 }
 
-/// Random permutation on a selector: darts in mailbox 0, bounced darts in mailbox 1 (fed by
-/// mailbox 0, so it closes by itself), one selector run per round of throws.
-pub fn selector(rt: &Runtime, p: &Params) -> Result<(Outcome, Vec<u64>), String> {
-    let pes = rt.workers();
-    validate(p, pes)?;
+/// Random permutation on a selector, collectively over `pes`: darts in mailbox 0, bounced
+/// darts in mailbox 1 (fed by mailbox 0, so it closes by itself), one selector run per round
+/// of throws until no PE has a dart left. Every rank checks the whole permutation.
+pub fn selector(pes: &Pes, p: &Params) -> Result<Outcome, String> {
+    let n = pes.count();
+    validate(p, n)?;
     let spec = Spec::new(2).fed_by(1, &[0]);
-    let mut states: Vec<Pe> = (0..pes)
+    let states: Vec<Pe> = pes
+        .mine()
         .map(|pe| Pe {
             target: vec![EMPTY; (p.per_pe * SLOTS_PER_VALUE) as usize],
             bounced: values(p, pe).collect(),
             stream: Stream::new(p.seed, pe),
         })
         .collect();
-    let start = Instant::now();
-    while states.iter().any(|s| !s.bounced.is_empty()) {
-        states = actor::run(rt, &spec, states, |pe| {
-            // Darts bounced during this round are thrown in the next one.
-            let darts = std::mem::take(&mut pe.state().bounced);
-            let mut s = pe.state().stream.clone();
-            for value in darts {
-                let (owner, index) = aim(&mut s, p, pes);
-                pe.send(0, Msg::Dart { index, value }, owner);
-            }
-            pe.state().stream = s;
-        });
-    }
-    let perm = collect(states.into_iter().map(|s| s.target));
-    let o = outcome(p, "selector", pes, start);
-    check(&perm, p.per_pe * pes as u64)?;
-    Ok((o, perm))
+    let run = || {
+        let mut states = states;
+        // Over ranks this is also the barrier between rounds: no rank throws the next
+        // round's darts before every rank's selector ended.
+        while pes.any(states.iter().any(|s| !s.bounced.is_empty())) {
+            states = pes.select(&spec, states, |pe| {
+                // Darts bounced during this round are thrown in the next one.
+                let darts = std::mem::take(&mut pe.state().bounced);
+                let mut s = pe.state().stream.clone();
+                for value in darts {
+                    let (owner, index) = aim(&mut s, p, n);
+                    pe.send(0, [u64::from(index), value], owner);
+                }
+                pe.state().stream = s;
+            });
+        }
+        states
+    };
+    let check_all = |states: Vec<Pe>| {
+        let mine = collect(states.into_iter().map(|s| s.target));
+        check(&pes.gather(&mine).concat(), p.per_pe * n as u64)
+    };
+    let seconds = pes.timed(run, check_all)?;
+    Ok(outcome(p, "selector", n, seconds))
 }
 
 /// Random permutation in the AGP model: one compare-and-swap on the owner's slot per dart,
 /// thrown again at once if the slot was taken.
-pub fn agp(rt: &Runtime, p: &Params) -> Result<(Outcome, Vec<u64>), String> {
+pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let pes = rt.workers();
     validate(p, pes)?;
     let targets: Vec<Vec<AtomicI64>> = (0..pes)
@@ -206,9 +210,9 @@ pub fn agp(rt: &Runtime, p: &Params) -> Result<(Outcome, Vec<u64>), String> {
             .into_iter()
             .map(|t| t.into_iter().map(AtomicI64::into_inner).collect()),
     );
-    let o = outcome(p, "agp", pes, start);
+    let o = outcome(p, "agp", pes, start.elapsed().as_secs_f64());
     check(&perm, p.per_pe * pes as u64)?;
-    Ok((o, perm))
+    Ok(o)
 }
 
 #[cfg(test)]

@@ -6,13 +6,13 @@
 //! or permutation of the whole matrix. The exstack baseline moves the same messages in
 //! bulk-synchronous phases of per-destination buffers.
 
-use super::{on_pes, per_pe, Outcome};
+use super::{on_pes, per_pe, Outcome, Pes};
 use crate::baseline::{Exstack, CAPACITY};
-use crate::matrix::{assemble, generate, local_rows, owner, Matrix};
+use crate::matrix::{generate, local_rows, owner, Matrix};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
-use tactor::actor::{self, Handler, Outbox, Spec};
+use tactor::actor::{Handler, Outbox, Spec};
 use tactor::Runtime;
 
 /// Which reshaping.
@@ -71,37 +71,81 @@ impl Op {
     }
 }
 
-/// A PE's new rows: `(local row, column)` pairs as they arrived.
-struct Arrived(Vec<(u32, u32)>);
+/// A PE's new rows: `[local row, column]` pairs as they arrived (plain words, so that they
+/// cross ranks as they are).
+struct Arrived(Vec<[u32; 2]>);
 
-impl Handler<(u32, u32)> for Arrived {
+impl Handler<[u32; 2]> for Arrived {
     #[inline]
-    fn process(&mut self, _: usize, m: (u32, u32), _: usize, _: &mut Outbox<'_, (u32, u32)>) {
+    fn process(&mut self, _: usize, m: [u32; 2], _: usize, _: &mut Outbox<'_, [u32; 2]>) {
         self.0.push(m);
     }
 }
 
-/// Rows of `rows` local rows from `(local row, column)` pairs, columns ascending.
-fn rows_from(rows: usize, mut pairs: Vec<(u32, u32)>) -> Vec<Vec<u32>> {
+/// Rows of `rows` local rows from `[local row, column]` pairs, columns ascending.
+fn rows_from(rows: usize, mut pairs: Vec<[u32; 2]>) -> Vec<Vec<u32>> {
     pairs.sort_unstable();
     let mut out = vec![Vec::new(); rows];
-    for (l, c) in pairs {
+    for [l, c] in pairs {
         out[l as usize].push(c);
     }
     out
 }
 
-/// Each PE files the `(local row, column)` pairs it received into its rows, all at once.
-fn build_rows(rt: &Runtime, rows: u32, pairs: Vec<Vec<(u32, u32)>>) -> Vec<Vec<Vec<u32>>> {
-    let pes = pairs.len();
-    let pairs: Vec<Mutex<Vec<(u32, u32)>>> = pairs.into_iter().map(Mutex::new).collect();
+/// Each of this rank's PEs (`first..`, of `pes` in all) files the `[local row, column]`
+/// pairs it received into its rows, all at once.
+fn build_rows(
+    rt: &Runtime,
+    rows: u32,
+    first: usize,
+    pes: usize,
+    pairs: Vec<Vec<[u32; 2]>>,
+) -> Vec<Vec<Vec<u32>>> {
+    let pairs: Vec<Mutex<Vec<[u32; 2]>>> = pairs.into_iter().map(Mutex::new).collect();
     per_pe(rt, |me| {
         let mine = std::mem::take(&mut *pairs[me].lock().unwrap_or_else(|e| e.into_inner()));
-        rows_from(local_rows(rows, me, pes), mine)
+        rows_from(local_rows(rows, first + me, pes), mine)
     })
 }
 
-/// Checks the PEs' rows against the serial answer; `start` to the end of the rows' building
+/// Checks the rows of PEs `first..` (of `pes`) against the serial answer; names the first
+/// wrong row.
+fn check(
+    op: &Op,
+    m: &Matrix,
+    first: usize,
+    pes: usize,
+    parts: &[Vec<Vec<u32>>],
+) -> Result<(), String> {
+    let want = op.reference(m);
+    for (pe, part) in (first..).zip(parts) {
+        let rows = local_rows(want.rows, pe, pes);
+        if part.len() != rows {
+            return Err(format!(
+                "{}: PE {pe} holds {} rows, expected {rows}",
+                op.name(),
+                part.len()
+            ));
+        }
+        for (l, got) in part.iter().enumerate() {
+            let r = (l * pes + pe) as u32;
+            if got[..] != *want.row(r) {
+                return Err(format!(
+                    "{}: row {r} is {got:?}, expected {:?}",
+                    op.name(),
+                    want.row(r)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn outcome(op: &Op, m: &Matrix, model: &'static str, pes: usize, seconds: f64) -> Outcome {
+    Outcome::new(op.name(), model, pes, seconds, m.nnz() as u64, "nonzeros")
+}
+
+/// Checks every PE's rows of a one-process baseline; `start` to the end of the rows' building
 /// is the app's time.
 fn finish(
     op: &Op,
@@ -112,53 +156,40 @@ fn finish(
     parts: &[Vec<Vec<u32>>],
 ) -> Result<Outcome, String> {
     let seconds = start.elapsed().as_secs_f64();
-    let (rows, cols) = op.shape(m);
-    let got = assemble(rows, cols, parts);
-    let want = op.reference(m);
-    if got != want {
-        let r = (0..rows).find(|&r| got.row(r) != want.row(r)).unwrap_or(0);
-        return Err(format!(
-            "{}: row {r} is {:?}, expected {:?}",
-            op.name(),
-            got.row(r),
-            want.row(r)
-        ));
-    }
-    Ok(Outcome::new(
-        op.name(),
-        model,
-        pes,
-        seconds,
-        m.nnz() as u64,
-        "nonzeros",
-    ))
+    check(op, m, 0, pes, parts)?;
+    Ok(outcome(op, m, model, pes, seconds))
 }
 
-/// `op` on a selector: one message per nonzero to the owner of its new row.
-pub fn selector(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
-    let pes = rt.workers();
-    let states = (0..pes).map(|_| Arrived(Vec::new())).collect();
-    let start = Instant::now();
-    let out = actor::run(rt, &Spec::new(1), states, |pe| {
-        for (r, cs) in m.rows_of(pe.pe(), pes) {
-            for &c in cs {
-                let (r2, c2) = op.apply(r, c);
-                let (dest, local) = owner(r2, pes);
-                pe.send(0, (local as u32, c2), dest);
+/// `op` on a selector, collectively over `pes`: one message per nonzero to the owner of its
+/// new row, then each PE builds its rows (timed). Each rank checks its own PEs' rows.
+pub fn selector(pes: &Pes, m: &Matrix, op: &Op) -> Result<Outcome, String> {
+    let n = pes.count();
+    let mine = pes.mine();
+    let states = mine.clone().map(|_| Arrived(Vec::new())).collect();
+    let run = || {
+        let out = pes.select(&Spec::new(1), states, |pe| {
+            for (r, cs) in m.rows_of(pe.pe(), n) {
+                for &c in cs {
+                    let (r2, c2) = op.apply(r, c);
+                    let (dest, local) = owner(r2, n);
+                    pe.send(0, [local as u32, c2], dest);
+                }
             }
-        }
-    });
-    let parts = build_rows(rt, op.shape(m).0, out.into_iter().map(|a| a.0).collect());
-    finish(op, m, "selector", pes, start, &parts)
+        });
+        let pairs = out.into_iter().map(|a| a.0).collect();
+        build_rows(pes.runtime(), op.shape(m).0, mine.start, n, pairs)
+    };
+    let seconds = pes.timed(run, |parts| check(op, m, mine.start, n, &parts))?;
+    Ok(outcome(op, m, "selector", n, seconds))
 }
 
 /// `op` in the exstack style: each phase hands every destination a buffer of `(local row,
 /// column)` pairs, then each PE files what it got.
 pub fn exstack(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
     let pes = rt.workers();
-    let ex = Exstack::<(u32, u32)>::new(pes);
+    let ex = Exstack::<[u32; 2]>::new(pes);
     let cap = CAPACITY / 8;
-    let got: Vec<Mutex<Vec<(u32, u32)>>> = (0..pes).map(|_| Mutex::new(Vec::new())).collect();
+    let got: Vec<Mutex<Vec<[u32; 2]>>> = (0..pes).map(|_| Mutex::new(Vec::new())).collect();
     let start = Instant::now();
     on_pes(rt, |me| {
         let mut mine = got[me].lock().unwrap_or_else(|e| e.into_inner());
@@ -171,7 +202,7 @@ pub fn exstack(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
             for (r, c) in nonzeros.by_ref() {
                 let (r2, c2) = op.apply(r, c);
                 let (dest, local) = owner(r2, pes);
-                out[dest].push((local as u32, c2));
+                out[dest].push([local as u32, c2]);
                 if out[dest].len() == cap {
                     break;
                 }
@@ -185,7 +216,7 @@ pub fn exstack(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
         .into_iter()
         .map(|g| g.into_inner().unwrap_or_else(|e| e.into_inner()))
         .collect();
-    let parts = build_rows(rt, op.shape(m).0, got);
+    let parts = build_rows(rt, op.shape(m).0, 0, pes, got);
     finish(op, m, "exstack", pes, start, &parts)
 }
 

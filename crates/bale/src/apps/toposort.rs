@@ -14,11 +14,11 @@
 //! feed each other and terminate together, when no pivot or removal is left anywhere.
 //! Checked: the permuted matrix is upper triangular with a full diagonal.
 
-use super::{on_pes, Outcome};
+use super::{on_pes, Outcome, Pes};
 use crate::matrix::{generate, local_rows, owner, Matrix};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
-use tactor::actor::{self, Handler, Outbox, Spec};
+use tactor::actor::{Handler, Outbox, Spec};
 use tactor::Runtime;
 
 /// A morally upper-triangular matrix made from `base` (square): its entries above the
@@ -79,86 +79,89 @@ pub fn check(m: &Matrix, rows: &[u32], cols: &[u32]) -> Result<(), String> {
 const NOT_TRIANGULAR: &str =
     "toposort: the matrix is not a permuted upper triangle with a full diagonal";
 
-/// A pivot (mailbox 0: column `col` takes position `pos`; `row` is the pivot row, which
-/// keeps the column) or a removal (mailbox 1: take column `col` out of local row `row`).
-#[derive(Clone, Copy)]
-enum Msg {
-    Pivot { col: u32, pos: u32, row: u32 },
-    Remove { row: u32, col: u32 },
-}
+/// The mailboxes of the selector version, each message three words:
+/// - `ASK` `[row, col, _]` to PE 0, which counts the positions down: row `row` is left with
+///   column `col`;
+/// - `PIVOT` `[col, pos, row]` to the column's owner: the column takes position `pos`, row
+///   `row` keeps it;
+/// - `REMOVE` `[local row, col, _]`: take the column out of the row;
+/// - `PLACE` `[local row, pos, _]` to the pivot row's owner: the row takes position `pos`.
+const ASK: usize = 0;
+const PIVOT: usize = 1;
+const REMOVE: usize = 2;
+const PLACE: usize = 3;
 
-/// A PE's rows (counts and column sums), its columns (the rows that have each), the
-/// positions found, and whether a removal hit a row that had pivoted already (the input was
-/// not morally upper triangular).
+type Msg = [u32; 3];
+
+/// A PE's rows (counts and column sums, and whether each asked for a position), its columns
+/// (the rows that have each), the positions found, the next position if it is PE 0, and
+/// whether a removal hit a row that had pivoted already (the input was not morally upper
+/// triangular).
 struct Pe {
     count: Vec<u32>,
     sum: Vec<u64>,
+    asked: Vec<bool>,
     col_rows: Vec<Vec<u32>>,
     row_pos: Vec<u32>,
     col_pos: Vec<u32>,
+    next: i64,
     pes: usize,
     bad: bool,
 }
 
-/// A PE in the selector: its part, and the shared next position (counting down).
-struct Node<'a> {
-    pe: Pe,
-    next: &'a AtomicI64,
-}
-
-impl Node<'_> {
-    /// Local row `l` (global `row`) is left with one column: it takes the next position down
-    /// and tells the column's owner.
-    fn pivot(&mut self, l: usize, row: u32) -> (Msg, usize) {
-        let pos = self.next.fetch_sub(1, Ordering::Relaxed);
-        let pos = u32::try_from(pos).expect("a position per row");
-        self.pe.row_pos[l] = pos;
-        let col = self.pe.sum[l] as u32;
-        (Msg::Pivot { col, pos, row }, owner(col, self.pe.pes).0)
+impl Pe {
+    /// Local row `l` (global `row`) is left with one column: the position counter hears of
+    /// it. The counter is PE 0's, so a row freed by a pivot always asks after that pivot got
+    /// its position, and sits above it.
+    fn ask(&mut self, l: usize, row: u32) -> Msg {
+        self.asked[l] = true;
+        [row, self.sum[l] as u32, 0]
     }
 }
 
-impl Handler<Msg> for Node<'_> {
-    fn process(&mut self, _: usize, m: Msg, _from: usize, out: &mut Outbox<'_, Msg>) {
-        match m {
-            Msg::Pivot { col, pos, row } => {
-                let pe = &mut self.pe;
-                let l = col as usize / pe.pes;
-                pe.col_pos[l] = pos;
-                for &r in &pe.col_rows[l] {
-                    if r != row {
-                        let (dest, local) = owner(r, pe.pes);
-                        out.send(
-                            1,
-                            Msg::Remove {
-                                row: local as u32,
-                                col,
-                            },
-                            dest,
-                        );
+impl Handler<Msg> for Pe {
+    fn process(&mut self, mailbox: usize, m: Msg, _from: usize, out: &mut Outbox<'_, Msg>) {
+        match mailbox {
+            ASK => {
+                let pos = u32::try_from(self.next).expect("a position per row");
+                self.next -= 1;
+                let [row, col, _] = m;
+                out.send(PIVOT, [col, pos, row], owner(col, self.pes).0);
+            }
+            PIVOT => {
+                let [col, pos, row] = m;
+                let l = col as usize / self.pes;
+                self.col_pos[l] = pos;
+                for &r in &self.col_rows[l] {
+                    let (dest, local) = owner(r, self.pes);
+                    if r == row {
+                        out.send(PLACE, [local as u32, pos, 0], dest);
+                    } else {
+                        out.send(REMOVE, [local as u32, col, 0], dest);
                     }
                 }
             }
-            Msg::Remove { row, col } => {
-                let l = row as usize;
-                let pe = &mut self.pe;
-                if pe.count[l] <= 1 {
-                    pe.bad = true;
+            REMOVE => {
+                let [l, col, _] = m;
+                let l = l as usize;
+                if self.count[l] <= 1 {
+                    self.bad = true;
                     return;
                 }
-                pe.count[l] -= 1;
-                pe.sum[l] -= u64::from(col);
-                if pe.count[l] == 1 {
-                    let global = (l * pe.pes + out.pe()) as u32;
-                    let (msg, dest) = self.pivot(l, global);
-                    out.send(0, msg, dest);
+                self.count[l] -= 1;
+                self.sum[l] -= u64::from(col);
+                if self.count[l] == 1 {
+                    let global = (l * self.pes + out.pe()) as u32;
+                    let msg = self.ask(l, global);
+                    out.send(ASK, msg, 0);
                 }
             }
+            _ => self.row_pos[m[0] as usize] = m[1],
         }
     }
 }
 
-/// The rows and columns of `m` that PE `pe` owns, set up for the rounds.
+/// The rows and columns of `m` that PE `pe` of `pes` owns, set up for the elimination.
 fn setup(m: &Matrix, t: &Matrix, pe: usize, pes: usize) -> Pe {
     let rows = local_rows(m.rows, pe, pes);
     let (mut count, mut sum) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
@@ -169,9 +172,11 @@ fn setup(m: &Matrix, t: &Matrix, pe: usize, pes: usize) -> Pe {
     Pe {
         count,
         sum,
+        asked: vec![false; rows],
         col_rows: t.rows_of(pe, pes).map(|(_, rs)| rs.to_vec()).collect(),
         row_pos: vec![u32::MAX; rows],
         col_pos: vec![u32::MAX; local_rows(m.cols, pe, pes)],
+        next: if pe == 0 { i64::from(m.rows) - 1 } else { 0 },
         pes,
         bad: false,
     }
@@ -187,53 +192,62 @@ fn refuse_unless_square(m: &Matrix) -> Result<(), String> {
     Ok(())
 }
 
-/// Toposort on a selector: pivots (mailbox 0) and removals (mailbox 1) feed each other.
-pub fn selector(rt: &Runtime, m: &Matrix) -> Result<Outcome, String> {
+/// Toposort on a selector, collectively over `pes`: asks, pivots, removals and placements
+/// feed each other (a cycle of mailboxes that terminates together when no message is left
+/// anywhere). Every rank gathers the positions and checks the whole result.
+pub fn selector(pes: &Pes, m: &Matrix) -> Result<Outcome, String> {
     refuse_unless_square(m)?;
-    let pes = rt.workers();
+    let n = pes.count();
     let t = m.transpose();
-    let next = AtomicI64::new(i64::from(m.rows) - 1);
-    let states: Vec<Node> = (0..pes)
-        .map(|pe| Node {
-            pe: setup(m, &t, pe, pes),
-            next: &next,
-        })
-        .collect();
-    let spec = Spec::new(2).fed_by(1, &[0]).fed_by(0, &[1]);
-    let start = Instant::now();
-    let states = actor::run(rt, &spec, states, |pe| {
-        let me = pe.pe();
-        for l in 0..pe.state().pe.count.len() {
-            // Handlers run while this loop sends (`yield`): a row they pivoted is skipped.
-            let s = &pe.state().pe;
-            if s.count[l] == 1 && s.row_pos[l] == u32::MAX {
-                let (msg, dest) = pe.state().pivot(l, (l * pes + me) as u32);
-                pe.send(0, msg, dest);
+    let states: Vec<Pe> = pes.mine().map(|pe| setup(m, &t, pe, n)).collect();
+    let spec = Spec::new(4)
+        .fed_by(PIVOT, &[ASK])
+        .fed_by(REMOVE, &[PIVOT])
+        .fed_by(PLACE, &[PIVOT])
+        .fed_by(ASK, &[REMOVE]);
+    let run = || {
+        pes.select(&spec, states, |pe| {
+            let me = pe.pe();
+            for l in 0..pe.state().count.len() {
+                // Handlers run while this loop sends (`yield`): a row they took to one
+                // column has asked already.
+                let s = pe.state();
+                if s.count[l] == 1 && !s.asked[l] {
+                    let msg = s.ask(l, (l * n + me) as u32);
+                    pe.send(ASK, msg, 0);
+                }
             }
+        })
+    };
+    let first = pes.mine().start;
+    let check_all = |states: Vec<Pe>| {
+        let bad = pes.any(states.iter().any(|s| s.bad));
+        let (rows, cols) = positions(pes, m, first, &states);
+        if bad || rows.iter().chain(&cols).any(|&p| p == u32::MAX) {
+            return Err(NOT_TRIANGULAR.to_string());
         }
-    });
-    let seconds = start.elapsed().as_secs_f64();
-    let (rows, cols) = gather(m, states.into_iter().map(|s| s.pe).collect())?;
-    check(m, &rows, &cols)?;
+        check(m, &rows, &cols)
+    };
+    let seconds = pes.timed(run, check_all)?;
     Ok(Outcome::new(
         "toposort",
         "selector",
-        pes,
+        n,
         seconds,
         u64::from(m.rows),
         "rows",
     ))
 }
 
-/// The global row and column permutations from the PEs' positions; a row or column without
-/// one means the matrix was not morally upper triangular.
-fn gather(m: &Matrix, pes: Vec<Pe>) -> Result<(Vec<u32>, Vec<u32>), String> {
-    if pes.iter().any(|p| p.bad) {
-        return Err(NOT_TRIANGULAR.into());
-    }
-    let n = pes.len();
-    let (mut rows, mut cols) = (vec![0; m.rows as usize], vec![0; m.cols as usize]);
-    for (pe, s) in pes.into_iter().enumerate() {
+/// The global row and column permutations from every PE's positions (gathered over the
+/// ranks); `u32::MAX` where a row or column found none.
+fn positions(pes: &Pes, m: &Matrix, first: usize, states: &[Pe]) -> (Vec<u32>, Vec<u32>) {
+    let n = pes.count();
+    let (mut rows, mut cols) = (
+        vec![u32::MAX; m.rows as usize],
+        vec![u32::MAX; m.cols as usize],
+    );
+    for (pe, s) in (first..).zip(states) {
         for (l, &p) in s.row_pos.iter().enumerate() {
             rows[l * n + pe] = p;
         }
@@ -241,10 +255,14 @@ fn gather(m: &Matrix, pes: Vec<Pe>) -> Result<(Vec<u32>, Vec<u32>), String> {
             cols[l * n + pe] = p;
         }
     }
-    if rows.iter().chain(&cols).any(|&p| p == u32::MAX) {
-        return Err(NOT_TRIANGULAR.into());
-    }
-    Ok((rows, cols))
+    // Each rank filled its own PEs' entries; the others stay u32::MAX.
+    let merge = |mine: Vec<u32>| -> Vec<u32> {
+        let parts = pes.gather(&mine);
+        (0..mine.len())
+            .map(|i| parts.iter().map(|p| p[i]).min().unwrap_or(u32::MAX))
+            .collect()
+    };
+    (merge(rows), merge(cols))
 }
 
 /// Toposort in the AGP model: the same elimination with one atomic operation per removal on

@@ -8,11 +8,11 @@
 //! land. The AGP baseline reads row `j` of the shared matrix directly. Checked against the
 //! serial count.
 
-use super::{on_pes, Outcome};
+use super::{on_pes, Outcome, Pes};
 use crate::matrix::{generate, owner, Matrix};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use tactor::actor::{self, Handler, Outbox, Spec};
+use tactor::actor::{Handler, Outbox, Spec};
 use tactor::Runtime;
 
 /// The graph `-K MODE:S1xS2x...` names (Bale's spelling): the lower triangle of
@@ -72,13 +72,10 @@ pub fn serial(l: &Matrix) -> u64 {
         .sum()
 }
 
-/// A question about an edge `(i, j)` to `j`'s owner (mailbox 0), or "is `k` in row `i`?" to
-/// `i`'s owner (mailbox 1).
-#[derive(Clone, Copy)]
-enum Msg {
-    Neighbours { i: u32, j: u32 },
-    Check { i: u32, k: u32 },
-}
+/// A question about an edge `[i, j]` to `j`'s owner (mailbox 0), or "is `k` in row `i`?"
+/// `[i, k]` to `i`'s owner (mailbox 1): plain words, so that questions cross ranks as they
+/// are.
+type Msg = [u32; 2];
 
 /// A PE's view: the matrix (every PE reads only its own rows), and its count.
 struct Pe<'a> {
@@ -89,17 +86,15 @@ struct Pe<'a> {
 
 impl Handler<Msg> for Pe<'_> {
     #[inline]
-    fn process(&mut self, _: usize, m: Msg, _from: usize, out: &mut Outbox<'_, Msg>) {
-        match m {
-            Msg::Neighbours { i, j } => {
-                let dest = owner(i, self.pes).0;
-                for &k in self.l.row(j) {
-                    out.send(1, Msg::Check { i, k }, dest);
-                }
+    fn process(&mut self, mailbox: usize, m: Msg, _from: usize, out: &mut Outbox<'_, Msg>) {
+        let [i, x] = m;
+        if mailbox == 0 {
+            let dest = owner(i, self.pes).0;
+            for &k in self.l.row(x) {
+                out.send(1, [i, k], dest);
             }
-            Msg::Check { i, k } => {
-                self.count += u64::from(self.l.row(i).binary_search(&k).is_ok());
-            }
+        } else {
+            self.count += u64::from(self.l.row(i).binary_search(&x).is_ok());
         }
     }
 }
@@ -108,10 +103,9 @@ fn finish(
     l: &Matrix,
     model: &'static str,
     pes: usize,
-    start: Instant,
+    seconds: f64,
     got: u64,
 ) -> Result<Outcome, String> {
-    let seconds = start.elapsed().as_secs_f64();
     let want = serial(l);
     if got != want {
         return Err(format!("triangles: counted {got}, expected {want}"));
@@ -121,21 +115,35 @@ fn finish(
     Ok(o)
 }
 
-/// Triangle counting on a selector (two hops per edge).
-pub fn selector(rt: &Runtime, l: &Matrix) -> Result<Outcome, String> {
-    let pes = rt.workers();
-    let states = (0..pes).map(|_| Pe { l, pes, count: 0 }).collect();
+/// Triangle counting on a selector (two hops per edge), collectively over `pes`; the count
+/// is summed over the ranks and checked on each.
+pub fn selector(pes: &Pes, l: &Matrix) -> Result<Outcome, String> {
+    let n = pes.count();
+    let states = pes
+        .mine()
+        .map(|_| Pe {
+            l,
+            pes: n,
+            count: 0,
+        })
+        .collect();
     let spec = Spec::new(2).fed_by(1, &[0]);
-    let start = Instant::now();
-    let out = actor::run(rt, &spec, states, |pe| {
-        for (i, js) in l.rows_of(pe.pe(), pes) {
-            for &j in js {
-                pe.send(0, Msg::Neighbours { i, j }, owner(j, pes).0);
+    let run = || {
+        pes.select(&spec, states, |pe| {
+            for (i, js) in l.rows_of(pe.pe(), n) {
+                for &j in js {
+                    pe.send(0, [i, j], owner(j, n).0);
+                }
             }
-        }
-    });
-    let got = out.iter().map(|p| p.count).sum();
-    finish(l, "selector", pes, start, got)
+        })
+    };
+    let mut got = 0;
+    let count = |out: Vec<Pe>| {
+        got = pes.sum(out.iter().map(|p| p.count).sum());
+        Ok(())
+    };
+    let seconds = pes.timed(run, count)?;
+    finish(l, "selector", n, seconds, got)
 }
 
 /// Triangle counting in the AGP model: each PE reads the rows it needs directly.
@@ -152,7 +160,8 @@ pub fn agp(rt: &Runtime, l: &Matrix) -> Result<Outcome, String> {
         }
         total.fetch_add(n, Ordering::Relaxed);
     });
-    finish(l, "agp", pes, start, total.into_inner())
+    let seconds = start.elapsed().as_secs_f64();
+    finish(l, "agp", pes, seconds, total.into_inner())
 }
 
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! Where an app's PEs run: the workers of this process, one PE each, and when a launcher
+//! started several ranks, every rank's workers (PE `rank × W + worker`). An app's selector
+//! version is written once against [`Pes`] and runs the same in one process and on ranks.
+
+use crate::net::Cluster;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+use tactor::actor::{self, Handler, Link, Pe, Spec};
+use tactor::Runtime;
+use tactor_comm::Reduce;
+
+/// How an error found on one rank of several starts (then the rank, a colon, the error).
+pub const RANK_ERROR: &str = "rank ";
+
+/// The PEs of a run: this process's runtime, and the job's other ranks if there are any.
+///
+/// ```
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let pes = bale::apps::Pes::new(&rt, None);
+/// assert_eq!((pes.count(), pes.mine()), (2, 0..2));
+/// assert_eq!(pes.sum(5), 5);
+/// ```
+pub struct Pes<'a> {
+    rt: &'a Runtime,
+    cluster: Option<&'a Arc<Cluster>>,
+}
+
+impl<'a> Pes<'a> {
+    /// The PEs of `rt`'s workers, spanning `cluster`'s ranks when given.
+    pub fn new(rt: &'a Runtime, cluster: Option<&'a Arc<Cluster>>) -> Pes<'a> {
+        Pes { rt, cluster }
+    }
+
+    /// The runtime whose workers are this rank's PEs.
+    pub fn runtime(&self) -> &'a Runtime {
+        self.rt
+    }
+
+    /// PEs in all.
+    pub fn count(&self) -> usize {
+        self.rt.workers() * self.cluster.map_or(1, |c| c.ranks())
+    }
+
+    /// This rank's PEs.
+    pub fn mine(&self) -> Range<usize> {
+        let w = self.rt.workers();
+        let first = w * self.cluster.map_or(0, |c| c.rank());
+        first..first + w
+    }
+
+    /// Runs a selector over every PE, this rank's starting from `states` (one per PE of
+    /// [`Pes::mine`]); returns their final states. Collective over the ranks.
+    pub fn select<M, H, F>(&self, spec: &Spec, states: Vec<H>, program: F) -> Vec<H>
+    where
+        M: bytemuck::Pod + Send,
+        H: Handler<M>,
+        F: Fn(&mut Pe<'_, M, H>) + Sync,
+    {
+        match self.cluster {
+            Some(c) => actor::run_on(self.rt, c.link(), spec, states, program),
+            None => actor::run(self.rt, spec, states, program),
+        }
+    }
+
+    /// `value` summed over the ranks.
+    pub fn sum(&self, value: u64) -> u64 {
+        self.cluster
+            .map_or(value, |c| c.all_reduce(Reduce::Sum, value))
+    }
+
+    /// Whether `yes` holds on any rank.
+    pub fn any(&self, yes: bool) -> bool {
+        self.cluster
+            .map_or(yes, |c| c.all_reduce(Reduce::Max, u64::from(yes)) != 0)
+    }
+
+    /// Every rank's `part` in rank order (this process's alone when it is the only rank).
+    pub fn gather<T: bytemuck::Pod>(&self, part: &[T]) -> Vec<Vec<T>> {
+        match self.cluster {
+            None => vec![part.to_vec()],
+            Some(c) => c
+                .gather(bytemuck::cast_slice(part).to_vec())
+                .into_iter()
+                .map(|bytes| {
+                    let mut v = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>()];
+                    bytemuck::cast_slice_mut(&mut v).copy_from_slice(&bytes);
+                    v
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs `body` on every rank at once and times it by the slowest rank; then each rank
+    /// checks its own part with `check`, and the run fails on every rank if it failed on any:
+    /// the lowest rank it failed on gives the error, starting with [`RANK_ERROR`] and its
+    /// rank, the others an empty one (reported elsewhere). Seconds of `body`.
+    pub fn timed<T>(
+        &self,
+        body: impl FnOnce() -> T,
+        check: impl FnOnce(T) -> Result<(), String>,
+    ) -> Result<f64, String> {
+        let Some(cluster) = self.cluster else {
+            let start = Instant::now();
+            let out = body();
+            let seconds = start.elapsed().as_secs_f64();
+            check(out)?;
+            return Ok(seconds);
+        };
+        cluster.barrier();
+        let start = Instant::now();
+        let out = body();
+        let nanos = start.elapsed().as_nanos() as u64;
+        let nanos = cluster.all_reduce(Reduce::Max, nanos);
+        let (rank, ranks) = (cluster.rank(), cluster.ranks());
+        let verdict = check(out).and_then(|()| match injected_fault() {
+            Some(r) if r == rank => Err("a wrong answer injected by BALE_FAULT".into()),
+            _ => Ok(()),
+        });
+        // The lowest failing rank, as the largest `ranks - rank`; 0 when none failed.
+        let mark = if verdict.is_err() { ranks - rank } else { 0 };
+        let lowest = cluster.all_reduce(Reduce::Max, mark as u64) as usize;
+        match verdict {
+            Err(e) if ranks - lowest == rank => Err(format!("{RANK_ERROR}{rank}: {e}")),
+            _ if lowest != 0 => Err(String::new()),
+            _ => Ok(nanos as f64 * 1e-9),
+        }
+    }
+}
+
+/// The rank whose check `BALE_FAULT=RANK` makes fail, for testing how a job reports it.
+fn injected_fault() -> Option<usize> {
+    std::env::var("BALE_FAULT").ok()?.parse().ok()
+}
