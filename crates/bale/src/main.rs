@@ -65,7 +65,8 @@ enum App {
         matrix: MatrixArgs,
     },
     /// Finds the row and column permutations that make a morally upper-triangular matrix
-    /// upper triangular (generated: a permuted upper triangle with a full diagonal)
+    /// upper triangular (generated: a permuted upper triangle with a full diagonal, -z
+    /// nonzeros per row with the diagonal, as in Bale)
     Toposort {
         #[command(flatten)]
         matrix: MatrixArgs,
@@ -244,7 +245,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             let pes = job.pes();
             let m = match &a.file {
                 Some(f) => bale::matrix::mm::read(f)?,
-                None => toposort::morally_upper(&input(&a, pes.count())?, a.common.seed)?,
+                None => toposort_input(&a, pes.count())?,
             };
             let o = if agp {
                 toposort::agp(&job.rt, &m)?
@@ -320,12 +321,32 @@ fn agp_model(model: Model) -> Result<bool, String> {
 
 /// The app's matrix (`-f`, or the `--graph` of `-n` rows per PE and `-z` per row).
 fn input(a: &MatrixArgs, pes: usize) -> Result<bale::matrix::Matrix, String> {
+    input_with(a, pes, a.per_row)
+}
+
+/// The app's matrix, generated with `per_row` nonzeros per row instead of `-z`.
+fn input_with(a: &MatrixArgs, pes: usize, per_row: f64) -> Result<bale::matrix::Matrix, String> {
     let graph = match a.graph {
         GraphKind::Er => bale::matrix::Graph::ErdosRenyi,
         GraphKind::Geometric => bale::matrix::Graph::Geometric,
     };
     let file = a.file.as_deref();
-    bale::matrix::input(file, graph, a.rows, a.per_row, pes, a.common.seed)
+    bale::matrix::input(file, graph, a.rows, per_row, pes, a.common.seed)
+}
+
+/// Toposort's generated matrix: `-z` counts the nonzeros of a row of the morally
+/// upper-triangular matrix, the diagonal included, as Bale's `topo` does. The base graph
+/// keeps its entries above the diagonal, half of them: it gets `2 (z - 1)` per row (at most
+/// every column).
+fn toposort_input(a: &MatrixArgs, pes: usize) -> Result<bale::matrix::Matrix, String> {
+    let rows = a.rows.saturating_mul(pes as u64) as f64;
+    // No rows: `input` names -n.
+    let fits = a.per_row.is_finite() && a.per_row >= 0.0 && a.per_row <= rows;
+    if rows >= 1.0 && a.file.is_none() && !fits {
+        return Err(format!("-z {}: 0 to {rows} nonzeros per row", a.per_row));
+    }
+    let base = (2.0 * (a.per_row - 1.0)).clamp(0.0, rows);
+    toposort::morally_upper(&input_with(a, pes, base)?, a.common.seed)
 }
 
 /// Transpose or permute: the input, then the model.

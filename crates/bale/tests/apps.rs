@@ -150,6 +150,8 @@ fn bad_input_is_one_line() {
         ("transpose --model lambda", "only histogram has a lambda"),
         ("toposort --model exstack", "a selector and an agp version"),
         ("toposort -n 0", "-n 0"),
+        ("toposort -n 5 -z 100 --pes 2", "-z 100"),
+        ("toposort -z -2", "-z -2"),
         ("transpose --graph grid", "grid"),
         ("triangles -K 1:3y4", "-K 1:3y4"),
         ("triangles -K 7:3x4", "-K 7"),
