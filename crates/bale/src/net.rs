@@ -157,6 +157,10 @@ impl Link for Cluster {
     fn abort(&self) -> ! {
         self.transport.abort(1)
     }
+
+    fn eager_bytes(&self) -> usize {
+        tactor_comm::INLINE_LIMIT
+    }
 }
 
 fn start(channels: usize, size: usize) -> Result<Box<dyn Transport>, String> {

@@ -328,3 +328,47 @@ fn a_launched_selector_composes_with_tasks_and_reports_a_panicking_pe() {
     let err = sel.wait().err().expect("the selector failed");
     assert!(err.to_string().contains("PE 1 gives up"), "{err}");
 }
+
+/// Sees each message before (`ahead`) and when it is processed.
+#[derive(Default)]
+struct Looks {
+    ahead: std::cell::Cell<Vec<(usize, u64)>>,
+    processed: Vec<(usize, u64)>,
+}
+
+impl Handler<u64> for Looks {
+    fn process(&mut self, mailbox: usize, m: u64, _: usize, _: &mut Outbox<'_, u64>) {
+        self.processed.push((mailbox, m));
+    }
+    fn ahead(&self, mailbox: usize, m: &u64) {
+        let mut seen = self.ahead.take();
+        seen.push((mailbox, *m));
+        self.ahead.set(seen);
+    }
+}
+
+#[test]
+fn a_handler_looks_ahead_only_at_messages_it_then_processes_in_their_mailbox() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    let n = if cfg!(miri) { 100 } else { 20_000 };
+    let states = (0..2).map(|_| Looks::default()).collect();
+    let out = actor::run(&rt, &Spec::new(2), states, |pe| {
+        let me = pe.pe() as u64;
+        for k in 0..n {
+            // Tagged by sender, mailbox and number, so that each message is unique.
+            let mailbox = (k % 2) as usize;
+            pe.send(mailbox, me << 32 | k, (k % 2) as usize);
+        }
+    });
+    for looks in out {
+        let ahead = looks.ahead.take();
+        assert!(!ahead.is_empty(), "full batches were looked ahead into");
+        let processed: std::collections::HashSet<_> = looks.processed.iter().collect();
+        assert!(ahead.iter().all(|a| processed.contains(a)));
+        assert_eq!(
+            ahead.len(),
+            ahead.iter().collect::<std::collections::HashSet<_>>().len(),
+            "each message is looked at once"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tactor::actor::{self, Handler, Link, Outbox, Spec};
 use tactor::Runtime;
@@ -16,6 +17,8 @@ type Queue = Mutex<VecDeque<(usize, Vec<u8>)>>;
 /// Queues between simulated ranks.
 struct Memory {
     queues: Vec<Queue>,
+    /// Messages sent longer than the sender's eager size (checked after each run).
+    oversized: AtomicUsize,
 }
 
 /// One rank's end of [`Memory`].
@@ -23,6 +26,9 @@ struct End {
     rank: usize,
     net: Arc<Memory>,
     rng: Mutex<StdRng>,
+    /// The link's eager size, small so that batches are cut to it: every message sent must
+    /// fit.
+    eager: usize,
 }
 
 impl Link for End {
@@ -33,6 +39,9 @@ impl Link for End {
         self.net.queues.len()
     }
     fn send(&self, _worker: usize, rank: usize, bytes: Vec<u8>) {
+        if bytes.len() > self.eager {
+            self.net.oversized.fetch_add(1, Ordering::Relaxed);
+        }
         self.net.queues[rank]
             .lock()
             .unwrap()
@@ -59,6 +68,9 @@ impl Link for End {
     fn abort(&self) -> ! {
         panic!("a PE panicked")
     }
+    fn eager_bytes(&self) -> usize {
+        self.eager
+    }
 }
 
 /// Runs `body(rank, link)` on `ranks` simulated ranks at once and returns their results.
@@ -69,6 +81,7 @@ fn on_ranks<T: Send>(
 ) -> Vec<T> {
     let net = Arc::new(Memory {
         queues: (0..ranks).map(|_| Mutex::new(VecDeque::new())).collect(),
+        oversized: AtomicUsize::new(0),
     });
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..ranks)
@@ -77,6 +90,9 @@ fn on_ranks<T: Send>(
                     rank: r,
                     net: net.clone(),
                     rng: Mutex::new(StdRng::seed_from_u64(seed * 31 + r as u64)),
+                    // The 16-byte header and 8 to 48 words: a termination message (32 bytes)
+                    // and one batch of a few messages fit.
+                    eager: 16 + 4 * (8 + (seed as usize * 7 + r) % 41),
                 });
                 let body = &body;
                 s.spawn(move || {
@@ -86,7 +102,10 @@ fn on_ranks<T: Send>(
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+        let out = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let oversized = net.oversized.load(Ordering::Relaxed);
+        assert_eq!(oversized, 0, "messages longer than the link's eager size");
+        out
     })
 }
 

@@ -145,7 +145,18 @@ pub trait Handler<M>: Send {
     /// Handles `msg`, sent to `mailbox` of this PE by PE `from`; may send through `out` to
     /// the mailboxes `mailbox` feeds.
     fn process(&mut self, mailbox: usize, msg: M, from: usize, out: &mut Outbox<'_, M>);
+
+    /// Called with a message [`AHEAD`] places before it is processed, so that a handler that
+    /// touches a large table at random can start the miss early (e.g. with
+    /// [`crate::hint::fetch`]) and several misses overlap. Does nothing unless overridden.
+    #[inline(always)]
+    fn ahead(&self, mailbox: usize, msg: &M) {
+        let _ = (mailbox, msg);
+    }
 }
+
+/// How many messages of a batch ahead of the one processed [`Handler::ahead`] looks.
+pub const AHEAD: usize = 8;
 
 /// A handler whose messages are closures run on the receiving PE's state: the seed's lambda
 /// style. Each call site's closure is its own type, so this compiles to the same code as a
@@ -375,7 +386,11 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
             me: self.me,
             from: Some(mailbox),
         };
-        for m in b.msgs {
+        let mut msgs = b.msgs.into_iter();
+        while let Some(m) = msgs.next() {
+            if let Some(next) = msgs.as_slice().get(AHEAD - 1) {
+                self.state.ahead(mailbox, next);
+            }
             self.state.process(mailbox, m, b.from as usize, &mut out);
         }
         for to in 0..self.world.spec.mailboxes() {
@@ -570,7 +585,10 @@ impl<M: Send> World<M> {
     /// Returns its final state; a panic marks the selector failed (the other PEs stop) and
     /// goes on unwinding.
     fn pe<H: Handler<M>>(&self, me: usize, state: H, program: impl FnOnce(&mut Pe<'_, M, H>)) -> H {
-        let cap = (BUFFER_BYTES / std::mem::size_of::<M>().max(1)).max(1);
+        let size = std::mem::size_of::<M>();
+        let cap = (BUFFER_BYTES / size.max(1)).max(1);
+        // One cap for every destination: a batch for another rank goes whole, eagerly.
+        let cap = self.net.as_ref().map_or(cap, |n| n.batch_cap(size, cap));
         let mut pe = Pe {
             world: self,
             bufs: Buffers {

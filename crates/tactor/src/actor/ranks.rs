@@ -51,6 +51,11 @@ pub trait Link: Send + Sync {
     fn poll(&self, worker: usize, deliver: &mut dyn FnMut(usize, Vec<u8>)) -> bool;
     /// Ends every rank of the job (a PE panicked: the others would wait forever).
     fn abort(&self) -> !;
+    /// The longest message the link sends at once (eagerly); longer ones may cost it a
+    /// rendezvous. Batches for other ranks are cut to fit it, header included.
+    fn eager_bytes(&self) -> usize {
+        usize::MAX
+    }
 }
 
 /// Message kinds on the wire (first word of the 16-byte header).
@@ -143,6 +148,12 @@ impl<M> Net<M> {
     }
 
     /// Sends a batch for PE `to` (global) on `rank`.
+    /// The most messages of `size` bytes a batch for another rank holds, `wanted` at most.
+    pub(crate) fn batch_cap(&self, size: usize, wanted: usize) -> usize {
+        let room = self.link.eager_bytes().saturating_sub(HEADER);
+        wanted.min(room / size.max(1)).max(1)
+    }
+
     pub(crate) fn send_batch(
         &self,
         worker: usize,
