@@ -82,14 +82,48 @@ impl Handler<[u32; 2]> for Arrived {
     }
 }
 
-/// Rows of `rows` local rows from `[local row, column]` pairs, columns ascending.
-fn rows_from(rows: usize, mut pairs: Vec<[u32; 2]>) -> Vec<Vec<u32>> {
-    pairs.sort_unstable();
-    let mut out = vec![Vec::new(); rows];
-    for [l, c] in pairs {
-        out[l as usize].push(c);
+/// A PE's rows after the reshaping, compressed: local row `l` is
+/// `cols[start[l]..start[l + 1]]`, columns ascending.
+struct Rows {
+    start: Vec<usize>,
+    cols: Vec<u32>,
+}
+
+impl Rows {
+    /// `rows` local rows from `[local row, column]` pairs: counted, placed, and each row's
+    /// few columns sorted (linear in the pairs, where sorting them all was not).
+    fn from_pairs(rows: usize, pairs: &[[u32; 2]]) -> Rows {
+        let mut start = vec![0usize; rows + 1];
+        for &[l, _] in pairs {
+            start[l as usize + 1] += 1;
+        }
+        for l in 0..rows {
+            start[l + 1] += start[l];
+        }
+        let mut at = start.clone();
+        let mut cols = vec![0u32; pairs.len()];
+        for &[l, c] in pairs {
+            cols[at[l as usize]] = c;
+            at[l as usize] += 1;
+        }
+        Rows::sorted(start, cols)
     }
-    out
+
+    /// Rows from their starts and columns in any order within each row.
+    fn sorted(start: Vec<usize>, mut cols: Vec<u32>) -> Rows {
+        for w in start.windows(2) {
+            cols[w[0]..w[1]].sort_unstable();
+        }
+        Rows { start, cols }
+    }
+
+    fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+
+    fn row(&self, l: usize) -> &[u32] {
+        &self.cols[self.start[l]..self.start[l + 1]]
+    }
 }
 
 /// Each of this rank's PEs (`first..`, of `pes` in all) files the `[local row, column]`
@@ -100,23 +134,17 @@ fn build_rows(
     first: usize,
     pes: usize,
     pairs: Vec<Vec<[u32; 2]>>,
-) -> Vec<Vec<Vec<u32>>> {
+) -> Vec<Rows> {
     let pairs: Vec<Mutex<Vec<[u32; 2]>>> = pairs.into_iter().map(Mutex::new).collect();
     per_pe(rt, |me| {
         let mine = std::mem::take(&mut *pairs[me].lock().unwrap_or_else(|e| e.into_inner()));
-        rows_from(local_rows(rows, first + me, pes), mine)
+        Rows::from_pairs(local_rows(rows, first + me, pes), &mine)
     })
 }
 
 /// Checks the rows of PEs `first..` (of `pes`) against the serial answer; names the first
 /// wrong row.
-fn check(
-    op: &Op,
-    m: &Matrix,
-    first: usize,
-    pes: usize,
-    parts: &[Vec<Vec<u32>>],
-) -> Result<(), String> {
+fn check(op: &Op, m: &Matrix, first: usize, pes: usize, parts: &[Rows]) -> Result<(), String> {
     let want = op.reference(m);
     for (pe, part) in (first..).zip(parts) {
         let rows = local_rows(want.rows, pe, pes);
@@ -127,9 +155,9 @@ fn check(
                 part.len()
             ));
         }
-        for (l, got) in part.iter().enumerate() {
-            let r = (l * pes + pe) as u32;
-            if got[..] != *want.row(r) {
+        for l in 0..rows {
+            let (r, got) = ((l * pes + pe) as u32, part.row(l));
+            if got != want.row(r) {
                 return Err(format!(
                     "{}: row {r} is {got:?}, expected {:?}",
                     op.name(),
@@ -153,7 +181,7 @@ fn finish(
     model: &'static str,
     pes: usize,
     start: Instant,
-    parts: &[Vec<Vec<u32>>],
+    parts: &[Rows],
 ) -> Result<Outcome, String> {
     let seconds = start.elapsed().as_secs_f64();
     check(op, m, 0, pes, parts)?;
@@ -269,17 +297,15 @@ pub fn agp(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
             .iter()
             .map(|x| x.load(Ordering::Relaxed))
             .collect();
-        (0..local_rows(rows, pe, pes))
-            .map(|l| {
-                let from = if l == 0 { 0 } else { ends[l - 1] };
-                let mut row: Vec<u32> = slots[pe][from..ends[l]]
-                    .iter()
-                    .map(|x| x.load(Ordering::Relaxed))
-                    .collect();
-                row.sort_unstable();
-                row
-            })
-            .collect::<Vec<Vec<u32>>>()
+        let n = local_rows(rows, pe, pes);
+        let start = std::iter::once(0)
+            .chain(ends[..n].iter().copied())
+            .collect();
+        let cols = slots[pe]
+            .iter()
+            .map(|x| x.load(Ordering::Relaxed))
+            .collect();
+        Rows::sorted(start, cols)
     });
     finish(op, m, "agp", pes, start, &parts)
 }
