@@ -150,11 +150,7 @@ struct Common {
     json: bool,
 }
 
-fn runtime(c: &Common) -> Result<tactor::Runtime, String> {
-    let pes = c.pes.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |p| p as usize,
-    );
+fn runtime(pes: usize) -> Result<tactor::Runtime, String> {
     tactor::Runtime::builder()
         .workers(pes)
         .build()
@@ -170,15 +166,22 @@ struct Job {
 impl Job {
     /// Starts the PEs and joins the job; on several ranks only the selector versions run.
     fn start(c: &Common, model: Model) -> Result<Job, String> {
-        let rt = runtime(c)?;
-        let cluster = Cluster::join(rt.workers())?;
+        let pes = c.pes.map_or_else(
+            || std::thread::available_parallelism().map_or(1, |n| n.get()),
+            |p| p as usize,
+        );
+        // The job first: MPI starts before this process has threads of its own.
+        let cluster = Cluster::join(pes)?;
         if cluster.is_some() && model != Model::Selector {
             return Err(
                 "on several ranks only the selector versions run (--model selector); the baselines run in one process (without mpirun)"
                     .into(),
             );
         }
-        Ok(Job { rt, cluster })
+        Ok(Job {
+            rt: runtime(pes)?,
+            cluster,
+        })
     }
 
     fn pes(&self) -> Pes<'_> {

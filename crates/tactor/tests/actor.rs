@@ -372,3 +372,37 @@ fn a_handler_looks_ahead_only_at_messages_it_then_processes_in_their_mailbox() {
         );
     }
 }
+
+/// Replies into mailbox 1 from mailbox 0's handler.
+struct Replier;
+
+impl Handler<u64> for Replier {
+    fn process(&mut self, mailbox: usize, m: u64, from: usize, out: &mut Outbox<'_, u64>) {
+        if mailbox == 0 {
+            out.send(1, m, from);
+        }
+    }
+}
+
+fn replies(spec: &Spec) -> std::thread::Result<Vec<Replier>> {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        actor::run(&rt, spec, vec![Replier, Replier], |pe| {
+            pe.send(0, 7, 1 - pe.pe());
+        })
+    }))
+}
+
+#[test]
+fn a_handler_sends_only_where_its_mailbox_feeds() {
+    assert!(replies(&Spec::new(2).fed_by(1, &[0])).is_ok());
+    // Mailbox 1 not declared fed by 0: its termination could not count the reply.
+    assert!(replies(&Spec::new(2)).is_err());
+    assert!(replies(&Spec::new(3).fed_by(2, &[0])).is_err());
+}
+
+#[test]
+#[should_panic(expected = "at most 64 mailboxes")]
+fn a_selector_has_at_most_64_mailboxes() {
+    let _ = Spec::new(65);
+}

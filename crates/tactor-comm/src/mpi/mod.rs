@@ -74,6 +74,7 @@ unsafe impl Sync for Handles {}
 impl MpiTransport {
     /// Initialises MPI at `MPI_THREAD_SERIALIZED` with `channels` channels (at least 1).
     pub fn init(channels: usize) -> Result<MpiTransport, CommError> {
+        eager_shared_memory();
         let (universe, level) = mpi::initialize_with_threading(Threading::Serialized)
             .ok_or_else(|| CommError::Init("MPI was already initialised".into()))?;
         if !matches!(level, Threading::Serialized | Threading::Multiple) {
@@ -248,5 +249,23 @@ impl Transport for MpiTransport {
 
     fn abort(&self, code: i32) -> ! {
         self.mpi.world.abort(code)
+    }
+}
+
+/// Open MPI's shared-memory transport (vader) copies a message eagerly only up to 4 KiB; a
+/// longer one, such as a full inline message of this layer (header + `INLINE_LIMIT`), goes
+/// through its single-copy rendezvous, a `process_vm_readv` system call per message.
+/// Measured on bale's index-gather over 2 ranks (8 KiB batches, 9 alternated runs, medians):
+/// 0.264 s with the default, 0.225 s with 16 KiB. So the limit is raised to fit inline
+/// messages, unless the user set it (`OMPI_MCA_btl_vader_eager_limit`, or `--mca` to
+/// `mpirun`, which sets the same variable). Other MPI libraries ignore the variable.
+///
+/// Called before `MPI_Init`, which reads it. Programs join the job before they start
+/// threads that could read the environment concurrently.
+fn eager_shared_memory() {
+    const VAR: &str = "OMPI_MCA_btl_vader_eager_limit";
+    if std::env::var_os(VAR).is_none() {
+        let limit = (crate::wire::HEADER + crate::INLINE_LIMIT).next_power_of_two();
+        std::env::set_var(VAR, limit.to_string());
     }
 }

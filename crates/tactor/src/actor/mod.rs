@@ -79,7 +79,14 @@ pub struct Spec {
 impl Spec {
     /// `mailboxes` mailboxes, each closed when every PE's program returned (or called
     /// [`Pe::done`] on it).
+    ///
+    /// # Panics
+    /// If `mailboxes` is over 64 (a handler's allowed targets are one word).
     pub fn new(mailboxes: usize) -> Spec {
+        assert!(
+            mailboxes <= 64,
+            "a selector has at most 64 mailboxes, not {mailboxes}"
+        );
         Spec {
             feeders: vec![None; mailboxes],
         }
@@ -116,6 +123,13 @@ impl Spec {
     /// Whether handlers of mailbox `from` may send to mailbox `to`.
     fn feeds(&self, from: usize, to: usize) -> bool {
         self.feeders[to].as_ref().is_some_and(|f| f.contains(&from))
+    }
+
+    /// The mailboxes handlers of `from` may send to, as bits (all of them for a program).
+    fn targets(&self, from: Option<usize>) -> u64 {
+        (0..self.mailboxes())
+            .filter(|&to| from.is_none_or(|f| self.feeds(f, to)))
+            .fold(0, |bits, to| bits | 1 << to)
     }
 
     /// Per mailbox, the group of mailboxes it feeds and is fed by (itself included), if it
@@ -207,6 +221,9 @@ struct World<M> {
     net: Option<ranks::Net<M>>,
     /// A PE panicked: the others stop waiting for termination.
     failed: AtomicBool,
+    /// Per mailbox, the mailboxes its handlers may send to (`Spec::targets`), then the
+    /// programs' (all).
+    targets: Vec<u64>,
 }
 
 /// A PE's outgoing buffers, one per (mailbox, destination), and per mailbox the messages
@@ -236,6 +253,8 @@ pub struct Outbox<'a, M> {
     me: usize,
     /// The mailbox whose handler is running (sends go only where it feeds).
     from: Option<usize>,
+    /// Bit `m`: this outbox may send to mailbox `m` (from `from`, once per batch).
+    targets: u64,
 }
 
 impl<M: Send> Outbox<'_, M> {
@@ -252,11 +271,16 @@ impl<M: Send> Outbox<'_, M> {
             "send to PE {pe}, but the selector has {}",
             w.pes
         );
-        if let Some(from) = self.from {
-            assert!(
-                w.spec.feeds(from, mailbox),
-                "a handler of mailbox {from} sent to mailbox {mailbox}, which is not declared fed by it (Spec::fed_by)"
-            );
+        if self.targets.checked_shr(mailbox as u32).unwrap_or(0) & 1 == 0 {
+            match self.from {
+                Some(from) => panic!(
+                    "a handler of mailbox {from} sent to mailbox {mailbox}, which is not declared fed by it (Spec::fed_by)"
+                ),
+                None => panic!(
+                    "send to mailbox {mailbox}, but the selector has {}",
+                    w.spec.mailboxes()
+                ),
+            }
         }
         let i = mailbox * w.pes + pe;
         self.bufs.unpublished[mailbox] += 1;
@@ -357,6 +381,7 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
             bufs: &mut self.bufs,
             me: self.me,
             from: None,
+            targets: self.world.targets[self.world.spec.mailboxes()],
         };
         out.send(mailbox, msg, pe);
         if self.bufs.bufs[mailbox * self.world.pes + pe].is_empty() {
@@ -385,6 +410,7 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
             bufs: &mut self.bufs,
             me: self.me,
             from: Some(mailbox),
+            targets: self.world.targets[mailbox],
         };
         let mut msgs = b.msgs.into_iter();
         while let Some(m) = msgs.next() {
@@ -524,6 +550,11 @@ impl<M: Send> World<M> {
             term: Termination::new(spec.mailboxes(), local),
             net,
             failed: AtomicBool::new(false),
+            targets: (0..spec.mailboxes())
+                .map(Some)
+                .chain([None])
+                .map(|from| spec.targets(from))
+                .collect(),
         }
     }
 
