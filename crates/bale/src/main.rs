@@ -172,9 +172,9 @@ impl Job {
         );
         // The job first: MPI starts before this process has threads of its own.
         let cluster = Cluster::join(pes)?;
-        if cluster.is_some() && model != Model::Selector {
+        if cluster.is_some() && !matches!(model, Model::Selector | Model::Exstack) {
             return Err(
-                "on several ranks only the selector versions run (--model selector); the baselines run in one process (without mpirun)"
+                "on several ranks the selector and exstack versions run (--model selector|exstack); agp and lambda run in one process (without mpirun)"
                     .into(),
             );
         }
@@ -207,7 +207,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 Model::Selector => histogram::selector(&job.pes(), &p)?,
                 Model::Lambda => histogram::lambda(&job.rt, &p)?,
                 Model::Agp => histogram::agp(&job.rt, &p)?,
-                Model::Exstack => histogram::exstack(&job.rt, &p)?,
+                Model::Exstack => histogram::exstack(&job.pes(), &p)?,
             };
             Ok((o, common.json))
         }
@@ -222,18 +222,14 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 table,
                 seed: common.seed,
             };
-            let baseline = match model {
-                Model::Selector => None,
-                Model::Agp => Some(index_gather::agp as fn(&_, &_) -> _),
-                Model::Exstack => Some(index_gather::exstack as fn(&_, &_) -> _),
-                Model::Lambda => {
-                    return Err("--model lambda: ig has no lambda version (histogram has)".into())
-                }
-            };
+            if model == Model::Lambda {
+                return Err("--model lambda: ig has no lambda version (histogram has)".into());
+            }
             let job = Job::start(&common, model)?;
-            let o = match baseline {
-                None => index_gather::selector(&job.pes(), &p)?,
-                Some(run) => run(&job.rt, &p)?,
+            let o = match model {
+                Model::Agp => index_gather::agp(&job.rt, &p)?,
+                Model::Exstack => index_gather::exstack(&job.pes(), &p)?,
+                _ => index_gather::selector(&job.pes(), &p)?,
             };
             Ok((o, common.json))
         }
@@ -357,19 +353,17 @@ fn reshape_app(
     a: &MatrixArgs,
     op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
 ) -> Result<(Outcome, bool), String> {
-    let baseline = match a.model {
-        Model::Selector => None,
-        Model::Agp => Some(reshape::agp as fn(&_, &_, &_) -> _),
-        Model::Exstack => Some(reshape::exstack as fn(&_, &_, &_) -> _),
-        Model::Lambda => return Err("--model lambda: only histogram has a lambda version".into()),
-    };
+    if a.model == Model::Lambda {
+        return Err("--model lambda: only histogram has a lambda version".into());
+    }
     let job = Job::start(&a.common, a.model)?;
     let pes = job.pes();
     let m = input(a, pes.count())?;
     let op = op(&m);
-    let o = match baseline {
-        None => reshape::selector(&pes, &m, &op)?,
-        Some(run) => run(&job.rt, &m, &op)?,
+    let o = match a.model {
+        Model::Agp => reshape::agp(&job.rt, &m, &op)?,
+        Model::Exstack => reshape::exstack(&pes, &m, &op)?,
+        _ => reshape::selector(&pes, &m, &op)?,
     };
     Ok((o, a.common.json))
 }

@@ -3,7 +3,7 @@
 //! most four), every selector message on one port; the apps' checks gather what every rank
 //! found on another.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tactor::actor::Link;
 use tactor_comm::{Completion, Message, Reduce, Transport};
@@ -13,6 +13,21 @@ const PORT: u16 = 1;
 
 /// The port of [`Cluster::gather`]'s messages.
 const GATHER: u16 = 2;
+
+/// The port of the exstack baseline's parcels.
+const PARCELS: u16 = 3;
+
+/// Bytes before a parcel's data: exchange, phase, source PE, and the destination's local
+/// index with the "more" flag in its top bit.
+pub const PARCEL_HEADER: usize = 16;
+
+/// A parcel of the exstack baseline that arrived for a PE of this rank.
+struct Parcel {
+    exchange: u32,
+    phase: u32,
+    more: bool,
+    data: Vec<u8>,
+}
 
 /// Completions one poll hands over at most, so that a PE gets back to its own work.
 const BUDGET: usize = 64;
@@ -26,6 +41,10 @@ pub struct Cluster {
     /// Gather messages that arrived while this rank waited for another gather's, or while a
     /// PE polled for selector batches.
     early: Mutex<Vec<Message>>,
+    /// Exstack exchanges begun, numbering them (every rank begins them in the same order).
+    exchanges: AtomicU32,
+    /// Per PE of this rank, parcels that arrived for it and were not taken yet.
+    parcels: Vec<Mutex<Vec<Parcel>>>,
 }
 
 impl Cluster {
@@ -40,6 +59,8 @@ impl Cluster {
                 transport,
                 gathers: AtomicU64::new(0),
                 early: Mutex::new(Vec::new()),
+                exchanges: AtomicU32::new(0),
+                parcels: (0..workers).map(|_| Mutex::new(Vec::new())).collect(),
             }))
         })
     }
@@ -108,6 +129,81 @@ impl Cluster {
         got.into_iter()
             .map(|g| g.expect("every rank's part arrived"))
             .collect()
+    }
+
+    /// A number for a new exstack exchange, the same on every rank for the same exchange.
+    pub fn exchange_id(&self) -> u32 {
+        self.exchanges.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a parcel of `data` to PE `local` of `rank`; `head` is (exchange, phase, source
+    /// PE, more).
+    pub fn send_parcel(&self, rank: usize, local: usize, head: [u32; 4], data: &[u8]) {
+        let mut bytes = Vec::with_capacity(PARCEL_HEADER + data.len());
+        let [exchange, phase, from, more] = head;
+        for w in [exchange, phase, from, local as u32 | more << 31] {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+        bytes.extend_from_slice(data);
+        // The destination's channel, which it polls while it waits for its parcels.
+        let channel = local % self.transport.channels();
+        if let Err(e) = self.transport.send(channel, rank, PARCELS, bytes, None) {
+            eprintln!("error: rank {}: {e}", self.rank());
+            self.transport.abort(1);
+        }
+    }
+
+    /// Polls the network once for PE `worker` of this rank (parcels for this rank's other
+    /// PEs are kept for them), then hands `take(more, data)` each parcel of `exchange`'s
+    /// `phase` that arrived for it. Returns how many it took.
+    pub fn take_parcels(
+        &self,
+        worker: usize,
+        exchange: u32,
+        phase: u32,
+        take: &mut dyn FnMut(bool, &[u8]),
+    ) -> usize {
+        let channel = worker % self.transport.channels();
+        for _ in 0..BUDGET {
+            match self.transport.poll(channel) {
+                Some(Completion::Received(m)) if m.port == PARCELS => {
+                    let word = |i: usize| {
+                        u32::from_le_bytes(m.data[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+                    };
+                    let (to, more) = (word(3) & !(1 << 31), word(3) >> 31 == 1);
+                    let parcel = Parcel {
+                        exchange: word(0),
+                        phase: word(1),
+                        more,
+                        data: m.data[PARCEL_HEADER..].to_vec(),
+                    };
+                    self.parcels[to as usize]
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(parcel);
+                }
+                Some(Completion::Received(m)) if m.port == GATHER => self.keep(m),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        let mut mine = self.parcels[worker]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let before = mine.len();
+        mine.retain(|p| {
+            let now = p.exchange == exchange && p.phase == phase;
+            if now {
+                take(p.more, &p.data);
+            }
+            !now
+        });
+        before - mine.len()
+    }
+
+    /// Keeps a gather message that arrived while this rank polled for something else.
+    fn keep(&self, m: Message) {
+        self.early.lock().unwrap_or_else(|e| e.into_inner()).push(m);
     }
 
     /// Waits for every rank.

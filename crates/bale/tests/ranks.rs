@@ -86,6 +86,28 @@ fn every_app_runs_spanning_ranks_and_checks_its_answer() {
     }
 }
 
+/// The exstack baseline over the communication layer: one parcel per pair of PEs and phase,
+/// several exchanges (ig's requests and replies) sharing the port.
+#[test]
+fn the_exstack_baseline_runs_spanning_ranks() {
+    let apps = [
+        ("histogram -n 30000 -T 50", "histogram"),
+        ("ig -n 30000 -T 700", "index-gather"),
+        ("transpose -n 400 -z 6", "transpose"),
+        ("permute -n 400 -z 6", "permute"),
+    ];
+    for (np, pes, seed) in [(2, 1, 21), (2, 2, 22), (3, 1, 23)] {
+        for (args, app) in apps {
+            let v = report(np, &format!("{args} --model exstack --pes {pes} -s {seed}"));
+            assert_eq!(
+                (v["app"].as_str(), v["model"].as_str()),
+                (Some(app), Some("exstack"))
+            );
+            assert_eq!(v["pes"], np * pes, "{args}");
+        }
+    }
+}
+
 #[test]
 fn a_kronecker_graph_on_ranks_has_its_closed_form_count() {
     for np in [2, 3] {
@@ -111,11 +133,15 @@ fn on_ranks_the_baselines_and_bad_input_are_refused_once() {
     let cases = [
         (
             "ig -n 100 -T 10 --pes 1 --model agp".to_string(),
-            "only the selector versions",
+            "agp and lambda run in one process",
         ),
         (
             "randperm -n 100 --pes 1 --model agp".into(),
-            "only the selector versions",
+            "agp and lambda run in one process",
+        ),
+        (
+            "histogram -n 100 --pes 1 --model lambda".into(),
+            "agp and lambda run in one process",
         ),
         ("ig -n 100 -T 0 --pes 1".into(), "-T 0"),
         (format!("transpose -f {}", not_mm.display()), "not.mm"),

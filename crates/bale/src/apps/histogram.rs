@@ -1,7 +1,7 @@
 //! Histogram: every PE adds 1 to `updates` random entries of a table distributed over the
 //! PEs (`table` entries each). One message per update, to the entry's owner.
 
-use super::{on_pes, table_bytes, Outcome, Pes};
+use super::{on_my_pes, on_pes, table_bytes, Outcome, Pes};
 use crate::rng::Stream;
 use std::time::Instant;
 use tactor::actor::{self, Handler, Lambdas, Outbox, Spec};
@@ -147,41 +147,45 @@ pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
 }
 
 /// Histogram in the exstack style: per-destination buffers exchanged in bulk-synchronous
-/// phases.
-pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
-    let pes = rt.workers();
-    validate(p, pes)?;
+/// phases, collectively over `pes`.
+pub fn exstack(pes: &Pes, p: &Params) -> Result<Outcome, String> {
+    let n = pes.count();
+    validate(p, n)?;
     let ex = crate::baseline::Exstack::<u32>::new(pes);
-    let cap = crate::baseline::CAPACITY / 4;
-    let tables: Vec<std::sync::Mutex<Vec<u64>>> = (0..pes)
+    let cap = ex.capacity();
+    let mine = pes.mine();
+    let tables: Vec<std::sync::Mutex<Vec<u64>>> = mine
+        .clone()
         .map(|_| std::sync::Mutex::new(vec![0; p.table as usize]))
         .collect();
-    let start = Instant::now();
-    on_pes(rt, |me| {
-        let mut table = tables[me].lock().unwrap_or_else(|e| e.into_inner());
-        let mut stream = updates(p, pes, me).peekable();
-        let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); pes], Vec::new());
-        loop {
-            for (o, i) in stream.by_ref() {
-                out[o].push(i as u32);
-                if out[o].len() == cap {
+    let run = || {
+        on_my_pes(pes, |me| {
+            let mut table = tables[me - mine.start]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let mut stream = updates(p, n, me).peekable();
+            let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); n], Vec::new());
+            loop {
+                for (o, i) in stream.by_ref() {
+                    out[o].push(i as u32);
+                    if out[o].len() == cap {
+                        break;
+                    }
+                }
+                let more = ex.exchange(me, &mut out, &mut inbox, stream.peek().is_some());
+                for i in inbox.drain(..) {
+                    table[i as usize] += 1;
+                }
+                if !more {
                     break;
                 }
             }
-            let more = ex.exchange(me, &mut out, &mut inbox, stream.peek().is_some());
-            for i in inbox.drain(..) {
-                table[i as usize] += 1;
-            }
-            if !more {
-                break;
-            }
-        }
-    });
-    let seconds = start.elapsed().as_secs_f64();
-    let tables: Vec<Vec<u64>> = tables
-        .into_iter()
-        .map(|t| t.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .collect();
-    check(p, pes, &tables)?;
-    Ok(outcome(p, "exstack", pes, seconds))
+        });
+        tables
+            .into_iter()
+            .map(|t| t.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect::<Vec<Vec<u64>>>()
+    };
+    let seconds = pes.timed(run, |tables| check_from(p, n, mine.start, &tables))?;
+    Ok(outcome(p, "exstack", n, seconds))
 }

@@ -2,8 +2,8 @@
 //! PEs (`table` entries each, entry `g` holding `-(g + 1)`): a request to the owner, whose
 //! handler replies to the requester (a reply mailbox that closes by itself).
 
-use super::{on_pes, table_bytes, Outcome, Pes};
-use crate::baseline::{Exstack, CAPACITY};
+use super::{on_my_pes, on_pes, table_bytes, Outcome, Pes};
+use crate::baseline::Exstack;
 use crate::rng::Stream;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -198,46 +198,59 @@ pub fn agp(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     Ok(o)
 }
 
-/// Index-gather in the exstack style: each phase exchanges a buffer of requests per
-/// destination, then the replies to them.
-pub fn exstack(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
-    let pes = rt.workers();
-    validate(p, pes)?;
-    let tables: Vec<Vec<i64>> = (0..pes).map(|pe| table(p, pes, pe)).collect();
-    // Request: (index, slot, requester); reply: (value, slot).
-    let asks = Exstack::<(u32, u32, u32)>::new(pes);
-    let replies = Exstack::<(i64, u32)>::new(pes);
-    let cap = CAPACITY / 12;
-    let start = Instant::now();
-    let got = gather_on_pes(rt, p, |me, got| {
-        let mut stream = requests(p, pes, me);
-        let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); pes], Vec::new());
-        let (mut back, mut answers) = (vec![Vec::with_capacity(cap); pes], Vec::new());
-        let mut slot = 0u64;
-        loop {
-            while slot < p.requests {
-                let g = stream.next().expect("one request per slot");
-                let (owner, index) = place(g, pes);
-                out[owner].push((index, slot as u32, me as u32));
-                slot += 1;
-                if out[owner].len() == cap {
+/// Index-gather in the exstack style, collectively over `pes`: each phase exchanges a buffer
+/// of requests per destination, then the replies to them.
+pub fn exstack(pes: &Pes, p: &Params) -> Result<Outcome, String> {
+    let n = pes.count();
+    validate(p, n)?;
+    let mine = pes.mine();
+    let tables: Vec<Vec<i64>> = mine.clone().map(|pe| table(p, n, pe)).collect();
+    // Request: [index, slot, requester]; reply: [value, slot].
+    let asks = Exstack::<[u32; 3]>::new(pes);
+    let replies = Exstack::<[u64; 2]>::new(pes);
+    // A phase's replies to a PE answer its requests of that phase: both fit a buffer.
+    let cap = asks.capacity().min(replies.capacity());
+    let got: Vec<Mutex<Vec<i64>>> = mine
+        .clone()
+        .map(|_| Mutex::new(written(p.requests as usize)))
+        .collect();
+    let run = || {
+        on_my_pes(pes, |me| {
+            let l = me - mine.start;
+            let mut got = got[l].lock().unwrap_or_else(|e| e.into_inner());
+            let mut stream = requests(p, n, me);
+            let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); n], Vec::new());
+            let (mut back, mut answers) = (vec![Vec::with_capacity(cap); n], Vec::new());
+            let mut slot = 0u64;
+            loop {
+                while slot < p.requests {
+                    let g = stream.next().expect("one request per slot");
+                    let (owner, index) = place(g, n);
+                    out[owner].push([index, slot as u32, me as u32]);
+                    slot += 1;
+                    if out[owner].len() == cap {
+                        break;
+                    }
+                }
+                let more = asks.exchange(me, &mut out, &mut inbox, slot < p.requests);
+                for [index, sl, from] in inbox.drain(..) {
+                    let value = tables[l][index as usize];
+                    back[from as usize].push([value as u64, u64::from(sl)]);
+                }
+                replies.exchange(me, &mut back, &mut answers, false);
+                for [v, sl] in answers.drain(..) {
+                    got[sl as usize] = v as i64;
+                }
+                if !more {
                     break;
                 }
             }
-            let more = asks.exchange(me, &mut out, &mut inbox, slot < p.requests);
-            for (index, sl, from) in inbox.drain(..) {
-                back[from as usize].push((tables[me][index as usize], sl));
-            }
-            replies.exchange(me, &mut back, &mut answers, false);
-            for (v, sl) in answers.drain(..) {
-                got[sl as usize] = v;
-            }
-            if !more {
-                break;
-            }
-        }
-    });
-    let o = outcome(p, "exstack", pes, start.elapsed().as_secs_f64());
-    check(p, pes, &got)?;
-    Ok(o)
+        });
+        got.into_iter()
+            .map(|g| g.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect::<Vec<Vec<i64>>>()
+    };
+    let check = |got: Vec<Vec<i64>>| check_from(p, n, mine.start, got.iter().map(|g| &g[..]));
+    let seconds = pes.timed(run, check)?;
+    Ok(outcome(p, "exstack", n, seconds))
 }

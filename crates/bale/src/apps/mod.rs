@@ -82,6 +82,12 @@ pub(crate) fn on_pes(rt: &Runtime, body: impl Fn(usize) + Sync) {
     .expect("a PE failed");
 }
 
+/// Runs `body(pe)` for every PE of this rank at once, `pe` being the global PE number.
+pub(crate) fn on_my_pes(pes: &Pes, body: impl Fn(usize) + Sync) {
+    let first = pes.mine().start;
+    on_pes(pes.runtime(), |l| body(first + l));
+}
+
 /// `f(pe)` on every PE at once, the results in PE order (what each PE does with its own part
 /// after an exchange, timed as the app).
 pub(crate) fn per_pe<T: Send>(rt: &Runtime, f: impl Fn(usize) -> T + Sync) -> Vec<T> {

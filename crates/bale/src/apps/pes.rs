@@ -37,6 +37,11 @@ impl<'a> Pes<'a> {
         self.rt
     }
 
+    /// The job's other ranks, if there are any.
+    pub fn cluster(&self) -> Option<&'a Arc<Cluster>> {
+        self.cluster
+    }
+
     /// PEs in all.
     pub fn count(&self) -> usize {
         self.rt.workers() * self.cluster.map_or(1, |c| c.ranks())

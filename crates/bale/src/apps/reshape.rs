@@ -6,8 +6,8 @@
 //! or permutation of the whole matrix. The exstack baseline moves the same messages in
 //! bulk-synchronous phases of per-destination buffers.
 
-use super::{on_pes, per_pe, Outcome, Pes};
-use crate::baseline::{Exstack, CAPACITY};
+use super::{on_my_pes, on_pes, per_pe, Outcome, Pes};
+use crate::baseline::Exstack;
 use crate::matrix::{generate, local_rows, owner, Matrix};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -211,41 +211,46 @@ pub fn selector(pes: &Pes, m: &Matrix, op: &Op) -> Result<Outcome, String> {
     Ok(outcome(op, m, "selector", n, seconds))
 }
 
-/// `op` in the exstack style: each phase hands every destination a buffer of `(local row,
-/// column)` pairs, then each PE files what it got.
-pub fn exstack(rt: &Runtime, m: &Matrix, op: &Op) -> Result<Outcome, String> {
-    let pes = rt.workers();
+/// `op` in the exstack style, collectively over `pes`: each phase hands every destination a
+/// buffer of `[local row, column]` pairs, then each PE files what it got.
+pub fn exstack(pes: &Pes, m: &Matrix, op: &Op) -> Result<Outcome, String> {
+    let n = pes.count();
+    let mine = pes.mine();
     let ex = Exstack::<[u32; 2]>::new(pes);
-    let cap = CAPACITY / 8;
-    let got: Vec<Mutex<Vec<[u32; 2]>>> = (0..pes).map(|_| Mutex::new(Vec::new())).collect();
-    let start = Instant::now();
-    on_pes(rt, |me| {
-        let mut mine = got[me].lock().unwrap_or_else(|e| e.into_inner());
-        let mut nonzeros = m
-            .rows_of(me, pes)
-            .flat_map(|(r, cs)| cs.iter().map(move |&c| (r, c)))
-            .peekable();
-        let mut out = vec![Vec::with_capacity(cap); pes];
-        loop {
-            for (r, c) in nonzeros.by_ref() {
-                let (r2, c2) = op.apply(r, c);
-                let (dest, local) = owner(r2, pes);
-                out[dest].push([local as u32, c2]);
-                if out[dest].len() == cap {
+    let cap = ex.capacity();
+    let got: Vec<Mutex<Vec<[u32; 2]>>> = mine.clone().map(|_| Mutex::new(Vec::new())).collect();
+    let run = || {
+        on_my_pes(pes, |me| {
+            let mut arrived = got[me - mine.start]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let mut nonzeros = m
+                .rows_of(me, n)
+                .flat_map(|(r, cs)| cs.iter().map(move |&c| (r, c)))
+                .peekable();
+            let mut out = vec![Vec::with_capacity(cap); n];
+            loop {
+                for (r, c) in nonzeros.by_ref() {
+                    let (r2, c2) = op.apply(r, c);
+                    let (dest, local) = owner(r2, n);
+                    out[dest].push([local as u32, c2]);
+                    if out[dest].len() == cap {
+                        break;
+                    }
+                }
+                if !ex.exchange(me, &mut out, &mut arrived, nonzeros.peek().is_some()) {
                     break;
                 }
             }
-            if !ex.exchange(me, &mut out, &mut mine, nonzeros.peek().is_some()) {
-                break;
-            }
-        }
-    });
-    let got = got
-        .into_iter()
-        .map(|g| g.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .collect();
-    let parts = build_rows(rt, op.shape(m).0, 0, pes, got);
-    finish(op, m, "exstack", pes, start, &parts)
+        });
+        let got = got
+            .into_iter()
+            .map(|g| g.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        build_rows(pes.runtime(), op.shape(m).0, mine.start, n, got)
+    };
+    let seconds = pes.timed(run, |parts| check(op, m, mine.start, n, &parts))?;
+    Ok(outcome(op, m, "exstack", n, seconds))
 }
 
 /// `op` in the AGP model: an atomic add on the new row's count per nonzero, then an atomic
