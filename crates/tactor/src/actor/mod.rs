@@ -263,31 +263,39 @@ impl<M: Send> Outbox<'_, M> {
     /// # Panics
     /// If `pe` or `mailbox` is out of range, or (in a handler) `mailbox` is not fed by the
     /// handler's mailbox: its termination could not count the message.
-    #[inline]
+    #[inline(always)]
     pub fn send(&mut self, mailbox: usize, msg: M, pe: usize) {
         let w = self.world;
-        assert!(
-            pe < w.pes,
-            "send to PE {pe}, but the selector has {}",
-            w.pes
-        );
-        if self.targets.checked_shr(mailbox as u32).unwrap_or(0) & 1 == 0 {
-            match self.from {
-                Some(from) => panic!(
-                    "a handler of mailbox {from} sent to mailbox {mailbox}, which is not declared fed by it (Spec::fed_by)"
-                ),
-                None => panic!(
-                    "send to mailbox {mailbox}, but the selector has {}",
-                    w.spec.mailboxes()
-                ),
-            }
+        if pe >= w.pes || self.targets.checked_shr(mailbox as u32).unwrap_or(0) & 1 == 0 {
+            self.refuse(mailbox, pe);
         }
         let i = mailbox * w.pes + pe;
         self.bufs.unpublished[mailbox] += 1;
         let buf = &mut self.bufs.bufs[i];
         buf.push(msg);
         if buf.len() >= self.bufs.cap {
-            flush(w, self.bufs, self.me, mailbox, pe);
+            // Out of line: the message path stays a few instructions where it is inlined.
+            flush_cold(w, self.bufs, self.me, mailbox, pe);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, mailbox: usize, pe: usize) -> ! {
+        let w = self.world;
+        assert!(
+            pe < w.pes,
+            "send to PE {pe}, but the selector has {}",
+            w.pes
+        );
+        match self.from {
+            Some(from) => panic!(
+                "a handler of mailbox {from} sent to mailbox {mailbox}, which is not declared fed by it (Spec::fed_by)"
+            ),
+            None => panic!(
+                "send to mailbox {mailbox}, but the selector has {}",
+                w.spec.mailboxes()
+            ),
         }
     }
 
@@ -300,6 +308,11 @@ impl<M: Send> Outbox<'_, M> {
     pub fn pe(&self) -> usize {
         self.me
     }
+}
+
+#[inline(never)]
+fn flush_cold<M: Send>(w: &World<M>, bufs: &mut Buffers<M>, me: usize, mailbox: usize, pe: usize) {
+    flush(w, bufs, me, mailbox, pe);
 }
 
 /// Hands the buffer for (`mailbox`, `pe`) to `pe` as one batch, counted first: into its
