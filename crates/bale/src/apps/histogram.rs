@@ -114,7 +114,10 @@ pub fn lambda(rt: &Runtime, p: &Params) -> Result<Outcome, String> {
     let start = Instant::now();
     let out = actor::run(rt, &Spec::new(1), states, |pe| {
         for (o, i) in updates(p, pes, pe.pe()) {
-            pe.send(0, move |t: &mut Vec<u64>| t[i] += 1, o);
+            // A u32 capture, as the typed message: the closure is the message, and its
+            // size sets how many fit a buffer.
+            let i = i as u32;
+            pe.send(0, move |t: &mut Vec<u64>| t[i as usize] += 1, o);
         }
     });
     let seconds = start.elapsed().as_secs_f64();
