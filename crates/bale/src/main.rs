@@ -172,9 +172,9 @@ impl Job {
         );
         // The job first: MPI starts before this process has threads of its own.
         let cluster = Cluster::join(pes)?;
-        if cluster.is_some() && !matches!(model, Model::Selector | Model::Exstack) {
+        if cluster.is_some() && model == Model::Lambda {
             return Err(
-                "on several ranks the selector and exstack versions run (--model selector|exstack); agp and lambda run in one process (without mpirun)"
+                "--model lambda runs in one process (without mpirun): closures do not cross ranks"
                     .into(),
             );
         }
@@ -186,6 +186,13 @@ impl Job {
 
     fn pes(&self) -> Pes<'_> {
         Pes::new(&self.rt, self.cluster.as_ref())
+    }
+
+    /// On several ranks the AGP model is the selector version unbatched (one message per
+    /// remote operation through the communication layer); `None` in one process, where it
+    /// is an atomic or a read of the owner's memory.
+    fn agp_on_ranks(&self) -> Option<Pes<'_>> {
+        self.cluster.is_some().then(|| self.pes().unbatched())
     }
 }
 
@@ -206,7 +213,10 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             let o = match model {
                 Model::Selector => histogram::selector(&job.pes(), &p)?,
                 Model::Lambda => histogram::lambda(&job.rt, &p)?,
-                Model::Agp => histogram::agp(&job.rt, &p)?,
+                Model::Agp => match job.agp_on_ranks() {
+                    Some(pes) => histogram::selector(&pes, &p)?,
+                    None => histogram::agp(&job.rt, &p)?,
+                },
                 Model::Exstack => histogram::exstack(&job.pes(), &p)?,
             };
             Ok((o, common.json))
@@ -227,7 +237,10 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             }
             let job = Job::start(&common, model)?;
             let o = match model {
-                Model::Agp => index_gather::agp(&job.rt, &p)?,
+                Model::Agp => match job.agp_on_ranks() {
+                    Some(pes) => index_gather::selector(&pes, &p)?,
+                    None => index_gather::agp(&job.rt, &p)?,
+                },
                 Model::Exstack => index_gather::exstack(&job.pes(), &p)?,
                 _ => index_gather::selector(&job.pes(), &p)?,
             };
@@ -246,10 +259,10 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 Some(f) => bale::matrix::mm::read(f)?,
                 None => toposort_input(&a, pes.count())?,
             };
-            let o = if agp {
-                toposort::agp(&job.rt, &m)?
-            } else {
-                toposort::selector(&pes, &m)?
+            let o = match (agp, job.agp_on_ranks()) {
+                (true, None) => toposort::agp(&job.rt, &m)?,
+                (true, Some(unbatched)) => toposort::selector(&unbatched, &m)?,
+                (false, _) => toposort::selector(&pes, &m)?,
             };
             Ok((o, a.common.json))
         }
@@ -270,10 +283,10 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 }
                 None => (triangles::lower_of(&input(&a, pes.count())?)?, None),
             };
-            let o = if agp {
-                triangles::agp(&job.rt, &l)?
-            } else {
-                triangles::selector(&pes, &l)?
+            let o = match (agp, job.agp_on_ranks()) {
+                (true, None) => triangles::agp(&job.rt, &l)?,
+                (true, Some(unbatched)) => triangles::selector(&unbatched, &l)?,
+                (false, _) => triangles::selector(&pes, &l)?,
             };
             if let (Some(k), Some(got)) = (known, o.result) {
                 if k != got {
@@ -295,10 +308,10 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             };
             let agp = agp_model(model)?;
             let job = Job::start(&common, model)?;
-            let o = if agp {
-                randperm::agp(&job.rt, &p)?
-            } else {
-                randperm::selector(&job.pes(), &p)?
+            let o = match (agp, job.agp_on_ranks()) {
+                (true, None) => randperm::agp(&job.rt, &p)?,
+                (true, Some(unbatched)) => randperm::selector(&unbatched, &p)?,
+                (false, _) => randperm::selector(&job.pes(), &p)?,
             };
             Ok((o, common.json))
         }
@@ -361,7 +374,10 @@ fn reshape_app(
     let m = input(a, pes.count())?;
     let op = op(&m);
     let o = match a.model {
-        Model::Agp => reshape::agp(&job.rt, &m, &op)?,
+        Model::Agp => match job.agp_on_ranks() {
+            Some(unbatched) => reshape::selector(&unbatched, &m, &op)?,
+            None => reshape::agp(&job.rt, &m, &op)?,
+        },
         Model::Exstack => reshape::exstack(&pes, &m, &op)?,
         _ => reshape::selector(&pes, &m, &op)?,
     };

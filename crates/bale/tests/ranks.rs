@@ -86,10 +86,11 @@ fn every_app_runs_spanning_ranks_and_checks_its_answer() {
     }
 }
 
-/// The exstack baseline over the communication layer: one parcel per pair of PEs and phase,
-/// several exchanges (ig's requests and replies) sharing the port.
+/// The baselines over the communication layer: exstack (one parcel per pair of PEs and
+/// phase, several exchanges — ig's requests and replies — sharing the port) and AGP (the
+/// selector versions with every message sent on its own).
 #[test]
-fn the_exstack_baseline_runs_spanning_ranks() {
+fn the_baselines_run_spanning_ranks() {
     let apps = [
         ("histogram -n 30000 -T 50", "histogram"),
         ("ig -n 30000 -T 700", "index-gather"),
@@ -132,16 +133,8 @@ fn on_ranks_the_baselines_and_bad_input_are_refused_once() {
     .unwrap();
     let cases = [
         (
-            "ig -n 100 -T 10 --pes 1 --model agp".to_string(),
-            "agp and lambda run in one process",
-        ),
-        (
-            "randperm -n 100 --pes 1 --model agp".into(),
-            "agp and lambda run in one process",
-        ),
-        (
-            "histogram -n 100 --pes 1 --model lambda".into(),
-            "agp and lambda run in one process",
+            "histogram -n 100 --pes 1 --model lambda".to_string(),
+            "closures do not cross ranks",
         ),
         ("ig -n 100 -T 0 --pes 1".into(), "-T 0"),
         (format!("transpose -f {}", not_mm.display()), "not.mm"),

@@ -101,7 +101,7 @@ pub fn selector(pes: &Pes, p: &Params) -> Result<Outcome, String> {
         check_from(p, n, mine.start, &tables)
     };
     let seconds = pes.timed(run, check)?;
-    Ok(outcome(p, "selector", n, seconds))
+    Ok(outcome(p, pes.model(), n, seconds))
 }
 
 /// Histogram with closures as messages (the seed's lambda style).

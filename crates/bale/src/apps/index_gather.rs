@@ -160,7 +160,7 @@ pub fn selector(pes: &Pes, p: &Params) -> Result<Outcome, String> {
     };
     let check = |out: Vec<Pe>| check_from(p, n, mine.start, out.iter().map(|s| &s.got[..]));
     let seconds = pes.timed(run, check)?;
-    Ok(outcome(p, "selector", n, seconds))
+    Ok(outcome(p, pes.model(), n, seconds))
 }
 
 /// Each PE's targets, filled by `fill(pe, targets)` on the PEs.

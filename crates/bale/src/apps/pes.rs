@@ -24,12 +24,36 @@ pub const RANK_ERROR: &str = "rank ";
 pub struct Pes<'a> {
     rt: &'a Runtime,
     cluster: Option<&'a Arc<Cluster>>,
+    /// Every message a batch of its own: the AGP baseline on ranks.
+    unbatched: bool,
 }
 
 impl<'a> Pes<'a> {
     /// The PEs of `rt`'s workers, spanning `cluster`'s ranks when given.
     pub fn new(rt: &'a Runtime, cluster: Option<&'a Arc<Cluster>>) -> Pes<'a> {
-        Pes { rt, cluster }
+        Pes {
+            rt,
+            cluster,
+            unbatched: false,
+        }
+    }
+
+    /// The same PEs running the selector versions without aggregation: one message, one
+    /// remote operation (the AGP model over the communication layer).
+    pub fn unbatched(self) -> Pes<'a> {
+        Pes {
+            unbatched: true,
+            ..self
+        }
+    }
+
+    /// The model the selector versions run as: `selector`, or `agp` unbatched.
+    pub fn model(&self) -> &'static str {
+        if self.unbatched {
+            "agp"
+        } else {
+            "selector"
+        }
     }
 
     /// The runtime whose workers are this rank's PEs.
@@ -62,6 +86,13 @@ impl<'a> Pes<'a> {
         H: Handler<M>,
         F: Fn(&mut Pe<'_, M, H>) + Sync,
     {
+        let unbatched;
+        let spec = if self.unbatched {
+            unbatched = spec.clone().batch(1);
+            &unbatched
+        } else {
+            spec
+        };
         match self.cluster {
             Some(c) => actor::run_on(self.rt, c.link(), spec, states, program),
             None => actor::run(self.rt, spec, states, program),

@@ -171,7 +171,7 @@ pub fn selector(pes: &Pes, p: &Params) -> Result<Outcome, String> {
         check(&pes.gather(&mine).concat(), p.per_pe * n as u64)
     };
     let seconds = pes.timed(run, check_all)?;
-    Ok(outcome(p, "selector", n, seconds))
+    Ok(outcome(p, pes.model(), n, seconds))
 }
 
 /// Random permutation in the AGP model: one compare-and-swap on the owner's slot per dart,

@@ -208,7 +208,7 @@ pub fn selector(pes: &Pes, m: &Matrix, op: &Op) -> Result<Outcome, String> {
         build_rows(pes.runtime(), op.shape(m).0, mine.start, n, pairs)
     };
     let seconds = pes.timed(run, |parts| check(op, m, mine.start, n, &parts))?;
-    Ok(outcome(op, m, "selector", n, seconds))
+    Ok(outcome(op, m, pes.model(), n, seconds))
 }
 
 /// `op` in the exstack style, collectively over `pes`: each phase hands every destination a

@@ -231,7 +231,7 @@ pub fn selector(pes: &Pes, m: &Matrix) -> Result<Outcome, String> {
     let seconds = pes.timed(run, check_all)?;
     Ok(Outcome::new(
         "toposort",
-        "selector",
+        pes.model(),
         n,
         seconds,
         u64::from(m.rows),

@@ -143,7 +143,7 @@ pub fn selector(pes: &Pes, l: &Matrix) -> Result<Outcome, String> {
         Ok(())
     };
     let seconds = pes.timed(run, count)?;
-    finish(l, "selector", n, seconds, got)
+    finish(l, pes.model(), n, seconds, got)
 }
 
 /// Triangle counting in the AGP model: each PE reads the rows it needs directly.

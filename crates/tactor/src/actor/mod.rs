@@ -74,6 +74,8 @@ const IDLE_FLUSH: u32 = 16;
 #[derive(Clone, Debug)]
 pub struct Spec {
     feeders: Vec<Option<Vec<usize>>>,
+    /// The most messages a batch holds, if less than a buffer's worth.
+    batch: Option<usize>,
 }
 
 impl Spec {
@@ -89,7 +91,30 @@ impl Spec {
         );
         Spec {
             feeders: vec![None; mailboxes],
+            batch: None,
         }
+    }
+
+    /// Batches of at most `messages` messages (at least 1) instead of a buffer of
+    /// [`BUFFER_BYTES`]: `batch(1)` sends every message on its own — no aggregation, the
+    /// baseline that shows what aggregation buys.
+    ///
+    /// ```
+    /// use tactor::actor::{self, Handler, Outbox, Spec};
+    /// struct Sum(u64);
+    /// impl Handler<u64> for Sum {
+    ///     fn process(&mut self, _: usize, x: u64, _: usize, _: &mut Outbox<'_, u64>) { self.0 += x }
+    /// }
+    /// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+    /// let spec = Spec::new(1).batch(1);
+    /// let out = actor::run(&rt, &spec, vec![Sum(0), Sum(0)], |pe| {
+    ///     for x in 1..=4 { pe.send(0, x, 0) }
+    /// });
+    /// assert_eq!(out[0].0, 20);
+    /// ```
+    pub fn batch(mut self, messages: usize) -> Spec {
+        self.batch = Some(messages.max(1));
+        self
     }
 
     /// Mailbox `mailbox` receives from the handlers of `feeders` (and from the programs, until
@@ -633,6 +658,7 @@ impl<M: Send> World<M> {
         let cap = (BUFFER_BYTES / size.max(1)).max(1);
         // One cap for every destination: a batch for another rank goes whole, eagerly.
         let cap = self.net.as_ref().map_or(cap, |n| n.batch_cap(size, cap));
+        let cap = self.spec.batch.map_or(cap, |b| cap.min(b));
         let mut pe = Pe {
             world: self,
             bufs: Buffers {
