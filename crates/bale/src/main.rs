@@ -270,7 +270,9 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             matrix: a,
             kronecker,
         } => {
-            let agp = agp_model(a.model)?;
+            if a.model == Model::Lambda {
+                return Err("--model lambda: only histogram has a lambda version".into());
+            }
             if a.file.is_some() && kronecker.is_some() {
                 return Err("-f and -K: give one input".into());
             }
@@ -283,10 +285,11 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 }
                 None => (triangles::lower_of(&input(&a, pes.count())?)?, None),
             };
-            let o = match (agp, job.agp_on_ranks()) {
-                (true, None) => triangles::agp(&job.rt, &l)?,
-                (true, Some(unbatched)) => triangles::selector(&unbatched, &l)?,
-                (false, _) => triangles::selector(&pes, &l)?,
+            let o = match (a.model, job.agp_on_ranks()) {
+                (Model::Agp, None) => triangles::agp(&job.rt, &l)?,
+                (Model::Agp, Some(unbatched)) => triangles::selector(&unbatched, &l)?,
+                (Model::Exstack, _) => triangles::exstack(&pes, &l)?,
+                _ => triangles::selector(&pes, &l)?,
             };
             if let (Some(k), Some(got)) = (known, o.result) {
                 if k != got {
@@ -306,12 +309,15 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 per_pe,
                 seed: common.seed,
             };
-            let agp = agp_model(model)?;
+            if model == Model::Lambda {
+                return Err("--model lambda: only histogram has a lambda version".into());
+            }
             let job = Job::start(&common, model)?;
-            let o = match (agp, job.agp_on_ranks()) {
-                (true, None) => randperm::agp(&job.rt, &p)?,
-                (true, Some(unbatched)) => randperm::selector(&unbatched, &p)?,
-                (false, _) => randperm::selector(&job.pes(), &p)?,
+            let o = match (model, job.agp_on_ranks()) {
+                (Model::Agp, None) => randperm::agp(&job.rt, &p)?,
+                (Model::Agp, Some(unbatched)) => randperm::selector(&unbatched, &p)?,
+                (Model::Exstack, _) => randperm::exstack(&job.pes(), &p)?,
+                _ => randperm::selector(&job.pes(), &p)?,
             };
             Ok((o, common.json))
         }
@@ -325,7 +331,7 @@ fn agp_model(model: Model) -> Result<bool, String> {
         Model::Selector => Ok(false),
         Model::Agp => Ok(true),
         Model::Lambda | Model::Exstack => Err(
-            "--model: this app has a selector and an agp version (lambda and exstack: histogram, ig)"
+            "--model: toposort has a selector and an agp version (exstack: the other apps; lambda: histogram)"
                 .into(),
         ),
     }

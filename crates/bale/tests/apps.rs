@@ -33,6 +33,9 @@ fn every_app_checks_out_on_one_two_and_three_pes() {
                 "transpose -n 700 -z 6 --model agp",
                 "transpose -n 700 -z 6 --model exstack",
                 "permute -n 700 -z 6 --model exstack",
+                "randperm -n 5000 --model exstack",
+                "triangles -n 300 -z 9 --model exstack",
+                "triangles -K 1:3x4x5 --model exstack",
                 "permute -n 700 -z 6",
                 "permute -n 700 -z 6 --model agp",
                 "transpose -n 1 -z 0",
@@ -148,7 +151,11 @@ fn bad_input_is_one_line() {
         ("transpose -z -1", "-z -1"),
         ("permute -n 5 -z 100 --pes 2", "-z 100"),
         ("transpose --model lambda", "only histogram has a lambda"),
-        ("toposort --model exstack", "a selector and an agp version"),
+        (
+            "toposort --model exstack",
+            "toposort has a selector and an agp version",
+        ),
+        ("triangles --model lambda", "only histogram has a lambda"),
         ("toposort -n 0", "-n 0"),
         ("toposort -n 5 -z 100 --pes 2", "-z 100"),
         ("toposort -z -2", "-z -2"),
@@ -157,7 +164,7 @@ fn bad_input_is_one_line() {
         ("triangles -K 7:3x4", "-K 7"),
         ("triangles -K 1:1000x1000x1000", "2^26"),
         ("randperm -n 3000000000", "-n 3000000000"),
-        ("randperm --model exstack", "a selector and an agp version"),
+        ("randperm --model lambda", "only histogram has a lambda"),
     ] {
         let (ok, _, err) = bale(args);
         assert!(!ok, "{args} was accepted");

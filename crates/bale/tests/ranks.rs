@@ -96,6 +96,8 @@ fn the_baselines_run_spanning_ranks() {
         ("ig -n 30000 -T 700", "index-gather"),
         ("transpose -n 400 -z 6", "transpose"),
         ("permute -n 400 -z 6", "permute"),
+        ("randperm -n 3000", "randperm"),
+        ("triangles -n 150 -z 10", "triangles"),
     ];
     for (np, pes, seed) in [(2, 1, 21), (2, 2, 22), (3, 1, 23)] {
         for (args, app) in apps {

@@ -6,7 +6,7 @@
 //! darts bounce depends on arrival order, so the check is Bale's: every value appears
 //! exactly once.
 
-use super::{on_pes, table_bytes, Outcome, Pes};
+use super::{on_my_pes, on_pes, table_bytes, Outcome, Pes};
 use crate::rng::Stream;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
@@ -172,6 +172,69 @@ pub fn selector(pes: &Pes, p: &Params) -> Result<Outcome, String> {
     };
     let seconds = pes.timed(run, check_all)?;
     Ok(outcome(p, pes.model(), n, seconds))
+}
+
+/// Random permutation in the exstack style, collectively over `pes`: each phase throws a
+/// buffer of darts per owner, and the owners send the bounced ones back in a second
+/// exchange, to be thrown again; phases go on while any PE has darts left or bounced some.
+pub fn exstack(pes: &Pes, p: &Params) -> Result<Outcome, String> {
+    let n = pes.count();
+    validate(p, n)?;
+    let mine = pes.mine();
+    let darts = crate::baseline::Exstack::<Msg>::new(pes);
+    let bounces = crate::baseline::Exstack::<u64>::new(pes);
+    let cap = darts.capacity();
+    let targets: Vec<std::sync::Mutex<Vec<i64>>> = mine
+        .clone()
+        .map(|_| std::sync::Mutex::new(vec![EMPTY; (p.per_pe * SLOTS_PER_VALUE) as usize]))
+        .collect();
+    let run = || {
+        on_my_pes(pes, |me| {
+            let mut target = targets[me - mine.start]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let mut s = Stream::new(p.seed, me);
+            let mut left: Vec<u64> = values(p, me).collect();
+            let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); n], Vec::new());
+            let (mut back, mut returned) = (vec![Vec::new(); n], Vec::new());
+            loop {
+                while let Some(value) = left.pop() {
+                    let (owner, index) = aim(&mut s, p, n);
+                    out[owner].push([u64::from(index), value]);
+                    if out[owner].len() == cap {
+                        break;
+                    }
+                }
+                let more = darts.exchange(me, &mut out, &mut inbox, !left.is_empty());
+                let mut bounced = false;
+                for [index, value] in inbox.drain(..) {
+                    let slot = &mut target[index as usize];
+                    if *slot == EMPTY {
+                        *slot = value as i64;
+                    } else {
+                        // The thrower's PE: values start `per_pe` to a PE.
+                        back[(value / p.per_pe) as usize].push(value);
+                        bounced = true;
+                    }
+                }
+                let again = bounces.exchange(me, &mut back, &mut returned, bounced);
+                left.append(&mut returned);
+                if !more && !again {
+                    break;
+                }
+            }
+        });
+        targets
+            .into_iter()
+            .map(|t| t.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect::<Vec<Vec<i64>>>()
+    };
+    let check_all = |mine: Vec<Vec<i64>>| {
+        let mine = collect(mine);
+        check(&pes.gather(&mine).concat(), p.per_pe * n as u64)
+    };
+    let seconds = pes.timed(run, check_all)?;
+    Ok(outcome(p, "exstack", n, seconds))
 }
 
 /// Random permutation in the AGP model: one compare-and-swap on the owner's slot per dart,

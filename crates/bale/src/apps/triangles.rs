@@ -8,7 +8,7 @@
 //! land. The AGP baseline reads row `j` of the shared matrix directly. Checked against the
 //! serial count.
 
-use super::{on_pes, Outcome, Pes};
+use super::{on_my_pes, on_pes, Outcome, Pes};
 use crate::matrix::{generate, owner, Matrix};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -144,6 +144,57 @@ pub fn selector(pes: &Pes, l: &Matrix) -> Result<Outcome, String> {
     };
     let seconds = pes.timed(run, count)?;
     finish(l, pes.model(), n, seconds, got)
+}
+
+/// Triangle counting in the exstack style, collectively over `pes`: each phase sends a
+/// buffer of edges `[i, j]` per owner of `j`, whose answers `[i, k]` (every `k` of row `j`)
+/// go to the owners of `i` in a second exchange, where the hits are counted.
+pub fn exstack(pes: &Pes, l: &Matrix) -> Result<Outcome, String> {
+    let n = pes.count();
+    let asks = crate::baseline::Exstack::<Msg>::new(pes);
+    let checks = crate::baseline::Exstack::<Msg>::new(pes);
+    let cap = asks.capacity();
+    let total = std::sync::atomic::AtomicU64::new(0);
+    let run = || {
+        on_my_pes(pes, |me| {
+            let mut edges = l
+                .rows_of(me, n)
+                .flat_map(|(i, js)| js.iter().map(move |&j| [i, j]))
+                .peekable();
+            let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); n], Vec::new());
+            let (mut back, mut questions) = (vec![Vec::new(); n], Vec::new());
+            let mut count = 0;
+            loop {
+                for [i, j] in edges.by_ref() {
+                    let dest = owner(j, n).0;
+                    out[dest].push([i, j]);
+                    if out[dest].len() == cap {
+                        break;
+                    }
+                }
+                let more = asks.exchange(me, &mut out, &mut inbox, edges.peek().is_some());
+                for [i, j] in inbox.drain(..) {
+                    let dest = owner(i, n).0;
+                    back[dest].extend(l.row(j).iter().map(|&k| [i, k]));
+                }
+                checks.exchange(me, &mut back, &mut questions, false);
+                for [i, k] in questions.drain(..) {
+                    count += u64::from(l.row(i).binary_search(&k).is_ok());
+                }
+                if !more {
+                    break;
+                }
+            }
+            total.fetch_add(count, Ordering::Relaxed);
+        });
+        total.load(Ordering::Relaxed)
+    };
+    let mut got = 0;
+    let seconds = pes.timed(run, |mine| {
+        got = pes.sum(mine);
+        Ok(())
+    })?;
+    finish(l, "exstack", n, seconds, got)
 }
 
 /// Triangle counting in the AGP model: each PE reads the rows it needs directly.
