@@ -146,9 +146,7 @@ impl<T: bytemuck::Pod + Send> Exstack<T> {
                     .cluster
                     .take_parcels(l, net.id, phase, &mut |more, data| {
                         any |= more;
-                        let at = inbox.len();
-                        inbox.resize(at + data.len() / std::mem::size_of::<T>(), T::zeroed());
-                        bytemuck::cast_slice_mut(&mut inbox[at..]).copy_from_slice(data);
+                        crate::net::extend_from_bytes(inbox, data);
                     });
                 missing -= took;
                 // Spin while the others are near; give the core up when they are not (more

@@ -21,12 +21,23 @@ const PARCELS: u16 = 3;
 /// index with the "more" flag in its top bit.
 pub const PARCEL_HEADER: usize = 16;
 
-/// A parcel of the exstack baseline that arrived for a PE of this rank.
+/// A parcel of the exstack baseline that arrived for a PE of this rank: its data is the
+/// message after [`PARCEL_HEADER`] bytes.
 struct Parcel {
     exchange: u32,
     phase: u32,
     more: bool,
-    data: Vec<u8>,
+    message: Vec<u8>,
+}
+
+/// Appends the plain values `bytes` holds (as another rank sent them) to `out`.
+pub fn extend_from_bytes<T: bytemuck::Pod>(out: &mut Vec<T>, bytes: &[u8]) {
+    let at = out.len();
+    out.resize(
+        at + bytes.len() / std::mem::size_of::<T>().max(1),
+        T::zeroed(),
+    );
+    bytemuck::cast_slice_mut(&mut out[at..]).copy_from_slice(bytes);
 }
 
 /// Completions one poll hands over at most, so that a PE gets back to its own work.
@@ -175,7 +186,7 @@ impl Cluster {
                         exchange: word(0),
                         phase: word(1),
                         more,
-                        data: m.data[PARCEL_HEADER..].to_vec(),
+                        message: m.data,
                     };
                     self.parcels[to as usize]
                         .lock()
@@ -194,7 +205,7 @@ impl Cluster {
         mine.retain(|p| {
             let now = p.exchange == exchange && p.phase == phase;
             if now {
-                take(p.more, &p.data);
+                take(p.more, &p.message[PARCEL_HEADER..]);
             }
             !now
         });

@@ -119,8 +119,8 @@ impl<'a> Pes<'a> {
                 .gather(bytemuck::cast_slice(part).to_vec())
                 .into_iter()
                 .map(|bytes| {
-                    let mut v = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>()];
-                    bytemuck::cast_slice_mut(&mut v).copy_from_slice(&bytes);
+                    let mut v = Vec::new();
+                    crate::net::extend_from_bytes(&mut v, &bytes);
                     v
                 })
                 .collect(),

@@ -299,8 +299,7 @@ impl<M: Send> Outbox<'_, M> {
         let buf = &mut self.bufs.bufs[i];
         buf.push(msg);
         if buf.len() >= self.bufs.cap {
-            // Out of line: the message path stays a few instructions where it is inlined.
-            flush_cold(w, self.bufs, self.me, mailbox, pe);
+            flush(w, self.bufs, self.me, mailbox, pe);
         }
     }
 
@@ -335,13 +334,11 @@ impl<M: Send> Outbox<'_, M> {
     }
 }
 
-#[inline(never)]
-fn flush_cold<M: Send>(w: &World<M>, bufs: &mut Buffers<M>, me: usize, mailbox: usize, pe: usize) {
-    flush(w, bufs, me, mailbox, pe);
-}
-
 /// Hands the buffer for (`mailbox`, `pe`) to `pe` as one batch, counted first: into its
 /// inbox on this rank, through the network on another (the buffer is then kept for reuse).
+/// Out of line, so that the message path of `Outbox::send` stays a few instructions where it
+/// is inlined.
+#[inline(never)]
 fn flush<M: Send>(w: &World<M>, bufs: &mut Buffers<M>, me: usize, mailbox: usize, pe: usize) {
     let i = mailbox * w.pes + pe;
     if bufs.bufs[i].is_empty() {
