@@ -252,17 +252,18 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             reshape_app(&matrix, |m| reshape::Op::random_permutation(m, seed))
         }
         App::Toposort { matrix: a } => {
-            let agp = agp_model(a.model)?;
+            refuse_lambda(a.model)?;
             let job = Job::start(&a.common, a.model)?;
             let pes = job.pes();
             let m = match &a.file {
                 Some(f) => bale::matrix::mm::read(f)?,
                 None => toposort_input(&a, pes.count())?,
             };
-            let o = match (agp, job.agp_on_ranks()) {
-                (true, None) => toposort::agp(&job.rt, &m)?,
-                (true, Some(unbatched)) => toposort::selector(&unbatched, &m)?,
-                (false, _) => toposort::selector(&pes, &m)?,
+            let o = match (a.model, job.agp_on_ranks()) {
+                (Model::Agp, None) => toposort::agp(&job.rt, &m)?,
+                (Model::Agp, Some(unbatched)) => toposort::selector(&unbatched, &m)?,
+                (Model::Exstack, _) => toposort::exstack(&pes, &m)?,
+                _ => toposort::selector(&pes, &m)?,
             };
             Ok((o, a.common.json))
         }
@@ -270,9 +271,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             matrix: a,
             kronecker,
         } => {
-            if a.model == Model::Lambda {
-                return Err("--model lambda: only histogram has a lambda version".into());
-            }
+            refuse_lambda(a.model)?;
             if a.file.is_some() && kronecker.is_some() {
                 return Err("-f and -K: give one input".into());
             }
@@ -309,9 +308,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 per_pe,
                 seed: common.seed,
             };
-            if model == Model::Lambda {
-                return Err("--model lambda: only histogram has a lambda version".into());
-            }
+            refuse_lambda(model)?;
             let job = Job::start(&common, model)?;
             let o = match (model, job.agp_on_ranks()) {
                 (Model::Agp, None) => randperm::agp(&job.rt, &p)?,
@@ -324,16 +321,11 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
     }
 }
 
-/// Whether `model` asks for the AGP version of an app written as a selector and in the AGP
-/// model only.
-fn agp_model(model: Model) -> Result<bool, String> {
+/// Only histogram has a lambda version.
+fn refuse_lambda(model: Model) -> Result<(), String> {
     match model {
-        Model::Selector => Ok(false),
-        Model::Agp => Ok(true),
-        Model::Lambda | Model::Exstack => Err(
-            "--model: toposort has a selector and an agp version (exstack: the other apps; lambda: histogram)"
-                .into(),
-        ),
+        Model::Lambda => Err("--model lambda: only histogram has a lambda version".into()),
+        _ => Ok(()),
     }
 }
 
@@ -372,9 +364,7 @@ fn reshape_app(
     a: &MatrixArgs,
     op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
 ) -> Result<(Outcome, bool), String> {
-    if a.model == Model::Lambda {
-        return Err("--model lambda: only histogram has a lambda version".into());
-    }
+    refuse_lambda(a.model)?;
     let job = Job::start(&a.common, a.model)?;
     let pes = job.pes();
     let m = input(a, pes.count())?;

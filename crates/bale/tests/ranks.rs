@@ -98,6 +98,7 @@ fn the_baselines_run_spanning_ranks() {
         ("permute -n 400 -z 6", "permute"),
         ("randperm -n 3000", "randperm"),
         ("triangles -n 150 -z 10", "triangles"),
+        ("toposort -n 300 -z 6", "toposort"),
     ];
     for (np, pes, seed) in [(2, 1, 21), (2, 2, 22), (3, 1, 23)] {
         for (args, app) in apps {
@@ -142,6 +143,10 @@ fn on_ranks_the_baselines_and_bad_input_are_refused_once() {
         (format!("transpose -f {}", not_mm.display()), "not.mm"),
         (
             format!("toposort --pes 1 -f {}", blocked.display()),
+            "not a permuted upper triangle",
+        ),
+        (
+            format!("toposort --pes 1 --model exstack -f {}", blocked.display()),
             "not a permuted upper triangle",
         ),
     ];

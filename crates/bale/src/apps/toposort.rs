@@ -15,6 +15,7 @@
 //! Checked: the permuted matrix is upper triangular with a full diagonal.
 
 use super::{on_pes, Outcome, Pes};
+use crate::baseline::Exstack;
 use crate::matrix::{generate, local_rows, owner, Matrix};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
@@ -131,6 +132,12 @@ impl Handler<Msg> for Pe {
             PIVOT => {
                 let [col, pos, row] = m;
                 let l = col as usize / self.pes;
+                if self.col_pos[l] != u32::MAX {
+                    // Two rows were left with this column: not morally upper triangular
+                    // (and a second round of removals would corrupt the rows' sums).
+                    self.bad = true;
+                    return;
+                }
                 self.col_pos[l] = pos;
                 for &r in &self.col_rows[l] {
                     let (dest, local) = owner(r, self.pes);
@@ -221,12 +228,9 @@ pub fn selector(pes: &Pes, m: &Matrix) -> Result<Outcome, String> {
     };
     let first = pes.mine().start;
     let check_all = |states: Vec<Pe>| {
-        let bad = pes.any(states.iter().any(|s| s.bad));
-        let (rows, cols) = positions(pes, m, first, &states);
-        if bad || rows.iter().chain(&cols).any(|&p| p == u32::MAX) {
-            return Err(NOT_TRIANGULAR.to_string());
-        }
-        check(m, &rows, &cols)
+        let bad = states.iter().any(|s| s.bad);
+        let found = states.iter().map(|s| (&s.row_pos[..], &s.col_pos[..]));
+        check_found(pes, m, first, bad, found)
     };
     let seconds = pes.timed(run, check_all)?;
     Ok(Outcome::new(
@@ -239,19 +243,42 @@ pub fn selector(pes: &Pes, m: &Matrix) -> Result<Outcome, String> {
     ))
 }
 
+/// Checks the positions this rank's PEs (from `first` on) found for their rows and
+/// columns, gathered with every rank's; `bad` if one of them saw that the input is not
+/// morally upper triangular. Collective.
+fn check_found<'s>(
+    pes: &Pes,
+    m: &Matrix,
+    first: usize,
+    bad: bool,
+    found: impl Iterator<Item = (&'s [u32], &'s [u32])>,
+) -> Result<(), String> {
+    let bad = pes.any(bad);
+    let (rows, cols) = positions(pes, m, first, found);
+    if bad || rows.iter().chain(&cols).any(|&p| p == u32::MAX) {
+        return Err(NOT_TRIANGULAR.to_string());
+    }
+    check(m, &rows, &cols)
+}
+
 /// The global row and column permutations from every PE's positions (gathered over the
 /// ranks); `u32::MAX` where a row or column found none.
-fn positions(pes: &Pes, m: &Matrix, first: usize, states: &[Pe]) -> (Vec<u32>, Vec<u32>) {
+fn positions<'s>(
+    pes: &Pes,
+    m: &Matrix,
+    first: usize,
+    found: impl Iterator<Item = (&'s [u32], &'s [u32])>,
+) -> (Vec<u32>, Vec<u32>) {
     let n = pes.count();
     let (mut rows, mut cols) = (
         vec![u32::MAX; m.rows as usize],
         vec![u32::MAX; m.cols as usize],
     );
-    for (pe, s) in (first..).zip(states) {
-        for (l, &p) in s.row_pos.iter().enumerate() {
+    for (pe, (row_pos, col_pos)) in (first..).zip(found) {
+        for (l, &p) in row_pos.iter().enumerate() {
             rows[l * n + pe] = p;
         }
-        for (l, &p) in s.col_pos.iter().enumerate() {
+        for (l, &p) in col_pos.iter().enumerate() {
             cols[l * n + pe] = p;
         }
     }
@@ -263,6 +290,194 @@ fn positions(pes: &Pes, m: &Matrix, first: usize, states: &[Pe]) -> (Vec<u32>, V
             .collect()
     };
     (merge(rows), merge(cols))
+}
+
+/// What a PE of the exstack version found: per local row its level (one more than the
+/// highest level of the pivots that took its other columns) and its pivot column, and
+/// whether the input showed it is not morally upper triangular.
+struct Levels {
+    level: Vec<u32>,
+    matched: Vec<u32>,
+    bad: bool,
+}
+
+/// Toposort in the exstack style (as Bale's), collectively over `pes`: phases of two
+/// exchanges — each PE's rows left with one column send that column to its owner with the
+/// row's level, whose other rows hear of the removal in the second exchange — until no PE
+/// has such a row. Positions then come from the levels, counting down level by level (a
+/// row sits above every pivot that freed it), and columns take their rows' positions in a
+/// last exchange. No shared counter: the levels replace it.
+pub fn exstack(pes: &Pes, m: &Matrix) -> Result<Outcome, String> {
+    refuse_unless_square(m)?;
+    let n = pes.count();
+    let first = pes.mine().start;
+    let t = m.transpose();
+    // Exchanges are collective: made once per rank, in the same order on every rank.
+    let exchanges = (Exstack::new(pes), Exstack::new(pes));
+    let columns = Exstack::new(pes);
+    let run = || {
+        let found = super::per_pe(pes.runtime(), |l| {
+            eliminate(&exchanges, n, m, &t, first + l)
+        });
+        let starts = level_starts(pes, first, &found);
+        let placed = super::per_pe(pes.runtime(), |l| {
+            place(&columns, n, m, first + l, &found[l], starts[l].clone())
+        });
+        (found.iter().any(|f| f.bad), placed)
+    };
+    let seconds = pes.timed(run, |(bad, placed)| {
+        let found = placed.iter().map(|(r, c)| (&r[..], &c[..]));
+        check_found(pes, m, first, bad, found)
+    })?;
+    Ok(Outcome::new(
+        "toposort",
+        "exstack",
+        n,
+        seconds,
+        u64::from(m.rows),
+        "rows",
+    ))
+}
+
+/// The elimination phases of PE `me` of `n` (see [`exstack`]): pivots, then removals.
+fn eliminate(
+    (pivots, removals): &(Exstack<Msg>, Exstack<Msg>),
+    n: usize,
+    m: &Matrix,
+    t: &Matrix,
+    me: usize,
+) -> Levels {
+    let cap = pivots.capacity();
+    let rows = local_rows(m.rows, me, n);
+    let (mut count, mut sum) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    for (_, cs) in m.rows_of(me, n) {
+        count.push(cs.len() as u32);
+        sum.push(cs.iter().map(|&c| u64::from(c)).sum::<u64>());
+    }
+    let col_rows: Vec<&[u32]> = t.rows_of(me, n).map(|(_, rs)| rs).collect();
+    let mut col_done = vec![false; col_rows.len()];
+    let mut queue: Vec<u32> = (0..rows as u32)
+        .filter(|&l| count[l as usize] == 1)
+        .collect();
+    let mut found = Levels {
+        level: vec![0; rows],
+        matched: vec![u32::MAX; rows],
+        bad: false,
+    };
+    let (mut out, mut inbox) = (vec![Vec::with_capacity(cap); n], Vec::new());
+    let (mut back, mut got) = (vec![Vec::new(); n], Vec::new());
+    loop {
+        let more = !queue.is_empty();
+        while let Some(&l) = queue.last() {
+            let col = sum[l as usize] as u32;
+            let dest = owner(col, n).0;
+            if out[dest].len() == cap {
+                break;
+            }
+            queue.pop();
+            found.matched[l as usize] = col;
+            let row = (l as usize * n + me) as u32;
+            out[dest].push([col, found.level[l as usize], row]);
+        }
+        // Nobody had a row to pivot: nothing was sent anywhere, and every PE stops here.
+        if !pivots.exchange(me, &mut out, &mut inbox, more) {
+            return found;
+        }
+        for [col, level, row] in inbox.drain(..) {
+            let c = col as usize / n;
+            if std::mem::replace(&mut col_done[c], true) {
+                found.bad = true;
+                continue;
+            }
+            for &r in col_rows[c] {
+                if r != row {
+                    let (dest, local) = owner(r, n);
+                    back[dest].push([local as u32, col, level]);
+                }
+            }
+        }
+        removals.exchange(me, &mut back, &mut got, false);
+        for [l, col, level] in got.drain(..) {
+            let l = l as usize;
+            if count[l] <= 1 {
+                found.bad = true;
+                continue;
+            }
+            count[l] -= 1;
+            sum[l] -= u64::from(col);
+            found.level[l] = found.level[l].max(level + 1);
+            if count[l] == 1 {
+                queue.push(l as u32);
+            }
+        }
+    }
+}
+
+/// For each of this rank's PEs (from `first` on), where each of its levels starts in the
+/// order (level, PE, local row), counted over every PE of every rank. Collective.
+fn level_starts(pes: &Pes, first: usize, found: &[Levels]) -> Vec<Vec<u64>> {
+    // [level, PE, rows] for every level a PE's matched rows reached.
+    let mut mine: Vec<[u64; 3]> = Vec::new();
+    for (pe, f) in (first..).zip(found) {
+        let mut sizes: Vec<u64> = Vec::new();
+        for (&level, &col) in f.level.iter().zip(&f.matched) {
+            if col != u32::MAX {
+                let level = level as usize;
+                if sizes.len() <= level {
+                    sizes.resize(level + 1, 0);
+                }
+                sizes[level] += 1;
+            }
+        }
+        let sizes = sizes.into_iter().enumerate().filter(|&(_, k)| k > 0);
+        mine.extend(sizes.map(|(level, k)| [level as u64, pe as u64, k]));
+    }
+    let mut all: Vec<[u64; 3]> = pes.gather(&mine).concat();
+    all.sort_unstable();
+    let levels = |f: &Levels| f.level.iter().max().map_or(0, |&l| l as usize + 1);
+    let mut starts: Vec<Vec<u64>> = found.iter().map(|f| vec![0; levels(f)]).collect();
+    let mut at = 0;
+    for [level, pe, k] in all {
+        if let Some(s) = (pe as usize)
+            .checked_sub(first)
+            .and_then(|l| starts.get_mut(l))
+        {
+            s[level as usize] = at;
+        }
+        at += k;
+    }
+    starts
+}
+
+/// PE `me`'s row positions (`next[level]`: the next free slot of each level, counted from
+/// the bottom), and its column positions from the rows that pivoted on them, by one
+/// exchange.
+fn place(
+    cols: &Exstack<[u32; 2]>,
+    n: usize,
+    m: &Matrix,
+    me: usize,
+    f: &Levels,
+    mut next: Vec<u64>,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut out = vec![Vec::new(); n];
+    let mut row_pos = vec![u32::MAX; f.level.len()];
+    for (l, (&level, &col)) in f.level.iter().zip(&f.matched).enumerate() {
+        if col != u32::MAX {
+            let slot = &mut next[level as usize];
+            let pos = u64::from(m.rows) - 1 - *slot;
+            *slot += 1;
+            row_pos[l] = pos as u32;
+            out[owner(col, n).0].push([col, pos as u32]);
+        }
+    }
+    let mut inbox = Vec::new();
+    cols.exchange(me, &mut out, &mut inbox, false);
+    let mut col_pos = vec![u32::MAX; local_rows(m.cols, me, n)];
+    for [col, pos] in inbox {
+        col_pos[col as usize / n] = pos;
+    }
+    (row_pos, col_pos)
 }
 
 /// Toposort in the AGP model: the same elimination with one atomic operation per removal on
@@ -298,7 +513,19 @@ pub fn agp(rt: &Runtime, m: &Matrix) -> Result<Outcome, String> {
             row_pos[r as usize].store(pos, Ordering::Relaxed);
             // The last column: every other was subtracted by the removals that got here.
             let col = sum[r as usize].load(Ordering::Acquire) as u32;
-            col_pos[col as usize].store(pos, Ordering::Relaxed);
+            // A column pivots once: a second row left with it means bad input, and its
+            // removals again would take columns from rows that no longer have them (the
+            // sums would stop naming a column).
+            let first = col_pos[col as usize].compare_exchange(
+                u32::MAX,
+                pos,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            if first.is_err() {
+                bad.store(true, Ordering::Relaxed);
+                continue;
+            }
             for &other in t.row(col) {
                 if other != r {
                     let o = other as usize;

@@ -43,10 +43,15 @@ pub fn parse(input: impl BufRead) -> Result<Matrix, String> {
     if words.first().map(String::as_str) != Some("%%matrixmarket") {
         return Err("line 1: not a Matrix Market file (no %%MatrixMarket header)".into());
     }
-    let [_, object, format, field, symmetry] = words.as_slice() else {
-        return Err(format!(
-            "line 1: the header needs object, format, field and symmetry, got `{header}`"
-        ));
+    // Bale writes its matrices without the symmetry word, and reads them as general.
+    let (object, format, field, symmetry) = match words.as_slice() {
+        [_, o, f, v] => (o, f, v, "general"),
+        [_, o, f, v, s] => (o, f, v, s.as_str()),
+        _ => {
+            return Err(format!(
+                "line 1: the header needs object, format, field and symmetry, got `{header}`"
+            ))
+        }
     };
     if object != "matrix" {
         return Err(format!("line 1: object `{object}`: only `matrix` is read"));
@@ -62,7 +67,7 @@ pub fn parse(input: impl BufRead) -> Result<Matrix, String> {
         "complex" => 2,
         other => return Err(format!("line 1: unknown field `{other}`")),
     };
-    let mirror = match symmetry.as_str() {
+    let mirror = match symmetry {
         "general" => false,
         "symmetric" | "skew-symmetric" | "hermitian" => true,
         other => return Err(format!("line 1: unknown symmetry `{other}`")),
@@ -169,12 +174,19 @@ mod tests {
     }
 
     #[test]
+    fn a_header_without_symmetry_is_general_as_bale_writes_it() {
+        let m = parse("%%MatrixMarket matrix coordinate pattern\n2 2 1\n2 1\n".as_bytes());
+        assert_eq!(m.unwrap().entries().collect::<Vec<_>>(), [(1, 0)]);
+    }
+
+    #[test]
     fn what_is_not_a_coordinate_matrix_is_named() {
         assert!(err("").contains("empty file"));
         assert!(err("hello\n").contains("not a Matrix Market file"));
         assert!(err("%%MatrixMarket matrix array real general\n2 2\n").contains("array"));
         assert!(err("%%MatrixMarket vector coordinate real general\n").contains("vector"));
-        assert!(err("%%MatrixMarket matrix coordinate pattern\n").contains("header needs"));
+        assert!(err("%%MatrixMarket matrix coordinate\n").contains("header needs"));
+        assert!(err("%%MatrixMarket matrix coordinate real general x\n").contains("header needs"));
         let h = "%%MatrixMarket matrix coordinate pattern general\n";
         assert!(err(&format!("{h}2 x 1\n")).contains("three counts"));
         assert!(err(&format!("{h}0 2 1\n")).contains("rows and columns"));
