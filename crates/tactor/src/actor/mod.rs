@@ -735,7 +735,7 @@ where
 /// Runs a selector over every rank of `link`, collectively: each rank calls this with the
 /// same `spec`, the same number of workers `W`, and the states of its own PEs (PE
 /// `rank × W + w` is worker `w` of `rank`). Returns this rank's PEs' final states once every
-/// mailbox terminated on every rank (see `actor/ranks.rs` for how termination is detected
+/// mailbox terminated on every rank (see `actor/ranks/` for how termination is detected
 /// over ranks). Messages cross ranks as plain bytes, hence `M: Pod`.
 ///
 /// ```

@@ -84,7 +84,7 @@ fn long(b: &[u8], at: usize) -> u64 {
 }
 
 /// Rank 0's wave for one unit (a mailbox, or a group by its first member).
-#[derive(Default, Clone)]
+#[derive(Default, Clone, Debug)]
 struct Wave {
     running: bool,
     number: u32,
@@ -315,92 +315,5 @@ fn local_counts(term: &Termination, members: &[usize]) -> (bool, u64, u64) {
     (ready, processed, sent)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A link that keeps what is sent, for the test to deliver when it chooses.
-    #[derive(Default)]
-    struct Kept {
-        rank: usize,
-        sent: Mutex<Vec<(usize, Vec<u8>)>>,
-    }
-
-    impl Link for Kept {
-        fn rank(&self) -> usize {
-            self.rank
-        }
-        fn ranks(&self) -> usize {
-            2
-        }
-        fn send(&self, _worker: usize, rank: usize, bytes: Vec<u8>) {
-            self.sent.lock().unwrap().push((rank, bytes));
-        }
-        fn poll(&self, _: usize, _: &mut dyn FnMut(usize, Vec<u8>)) -> bool {
-            false
-        }
-        fn abort(&self) -> ! {
-            panic!("abort")
-        }
-    }
-
-    fn take(link: &Kept) -> Vec<(usize, Vec<u8>)> {
-        std::mem::take(&mut *link.sent.lock().unwrap())
-    }
-
-    /// Mattern's counterexample to a single wave: rank 1's message `late` is in flight the
-    /// whole time, while rank 0 sends `early` after its own counts were read and rank 1
-    /// handles it before its counts are read. The first wave sums to sent = processed; only
-    /// a second wave with the same sums may end the mailbox.
-    #[test]
-    fn one_quiet_wave_is_not_enough_and_two_equal_ones_are() {
-        let links = [
-            Arc::new(Kept {
-                rank: 0,
-                ..Kept::default()
-            }),
-            Arc::new(Kept {
-                rank: 1,
-                ..Kept::default()
-            }),
-        ];
-        let nets: Vec<Net<u64>> = links.iter().map(|l| Net::new(l.clone(), 1)).collect();
-        let terms = [Termination::new(1, 1), Termination::new(1, 1)];
-        let units = vec![vec![0usize]];
-        for t in &terms {
-            t.done(0);
-        }
-        terms[1].sent(0, 1); // `late`, in flight until the end
-                             // A wave: rank 0 reads its counts and probes rank 1; `between` happens before rank 1
-                             // answers; rank 0 takes the answer. Returns whether the mailbox is over on rank 0.
-        let wave = |between: &dyn Fn()| {
-            nets[0].start_wave(0, 0, &units, &terms[0]);
-            between();
-            for (to, probe) in take(&links[0]) {
-                assert_eq!(to, 1);
-                nets[1].arrive(0, 0, probe, &units, &terms[1]);
-            }
-            for (to, reply) in take(&links[1]) {
-                assert_eq!(to, 0);
-                nets[0].arrive(0, 1, reply, &units, &terms[0]);
-            }
-            nets[0].over(0)
-        };
-        let early = || {
-            terms[0].sent(0, 1);
-            terms[1].processed(0, 1);
-        };
-        assert!(
-            !wave(&early),
-            "first wave: sums equal, `late` still in flight"
-        );
-        assert!(!wave(&|| {}), "second wave: sums differ");
-        terms[0].processed(0, 1); // `late` handled
-        assert!(!wave(&|| {}), "the first quiet wave of the final state");
-        assert!(wave(&|| {}), "two equal quiet waves: over");
-        let told: Vec<_> = take(&links[0]);
-        assert_eq!(told.len(), 1, "rank 1 is told");
-        nets[1].arrive(0, 0, told[0].1.clone(), &units, &terms[1]);
-        assert!(nets[1].over(0));
-    }
-}
+#[cfg(all(test, not(loom)))]
+mod model;
