@@ -348,6 +348,45 @@ impl<T: Send + Sync + 'static, const N: usize> Access for smallvec::SmallVec<[Re
     }
 }
 
+/// The regions of a list of writes (`Vec<Write<T>>`), written by one task: each is a
+/// distinct region (the program refuses a launch that names one twice), so each may be
+/// borrowed mutably on its own.
+pub struct Outputs<'a, T>(&'a [Write<T>]);
+
+impl<T: Send + Sync + 'static> Outputs<'_, T> {
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// The `i`-th output, for writing.
+    pub fn get_mut(&mut self, i: usize) -> &mut T {
+        // SAFETY: the task declared every region of the list for writing and runs now; the
+        // regions are distinct (`check_distinct`), and `&mut self` keeps this borrow the only
+        // one taken through the list.
+        unsafe { self.0[i].get() }
+    }
+}
+
+impl<T> sealed::Sealed for Vec<Write<T>> {}
+impl<T: Send + Sync + 'static> Access for Vec<Write<T>> {
+    type Ref<'a> = Outputs<'a, T>;
+    fn declare(&self, out: &mut Vec<Declared>) {
+        for w in self {
+            w.declare(out);
+        }
+    }
+    fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+        self.iter().all(|w| w.matches(recorded))
+    }
+    unsafe fn get(&self) -> Outputs<'_, T> {
+        Outputs(self)
+    }
+}
+
 /// Reads data that never changes after it was made ([`Program::constant`](super::Program::constant)):
 /// the task gets `&T`, and the analysis has nothing to order. Made by [`constant`].
 pub struct Const<T>(Target<T>);

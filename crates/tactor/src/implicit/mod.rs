@@ -51,8 +51,8 @@ mod region;
 mod trace;
 
 pub use access::{
-    constant, read, read_write, reduce, write, Access, Const, Inputs, Read, ReadWrite, Reduce,
-    Reducer, Write,
+    constant, read, read_write, reduce, write, Access, Const, Inputs, Outputs, Read, ReadWrite,
+    Reduce, Reducer, Write,
 };
 pub use auto::MIN_FRAGMENT;
 pub use region::{Constant, Reduction, Region, Sum};
@@ -259,6 +259,58 @@ impl Program {
         crate::relax();
     }
 
+    /// Launches `task` like [`Program::launch`], and also after `after`: an event from outside
+    /// the program (a message from another rank, a user event). This is how data enter a
+    /// program from elsewhere: the task writes them into regions once they exist, and the
+    /// program's later launches are ordered after it like after any writer. A poisoned
+    /// `after` poisons the task and what depends on it.
+    ///
+    /// Outside traces: a recorded fragment cannot wait for an event that differs at every
+    /// execution. With automatic tracing on, the fragment open so far is closed first.
+    ///
+    /// ```
+    /// use tactor::implicit::{read, write, Program};
+    /// use tactor::{Placement, Runtime, UserEvent};
+    ///
+    /// let rt = Runtime::new(2).unwrap();
+    /// let mut p = Program::new(&rt);
+    /// let inbox = p.region(0u64);
+    /// let twice = p.region(0u64);
+    /// let arrived = UserEvent::new();
+    /// p.launch_after(&arrived.event(), Placement::Any, write(&inbox), |v| *v = 21);
+    /// p.launch(Placement::Any, (read(&inbox), write(&twice)), |(a, b)| *b = 2 * a);
+    /// arrived.trigger().unwrap();
+    /// assert_eq!(p.with(&twice, |v| *v).unwrap(), 42);
+    /// ```
+    ///
+    /// # Panics
+    /// Inside a trace, and as [`Program::launch`].
+    #[track_caller]
+    pub fn launch_after<A, F>(&mut self, after: &Event, placement: Placement, access: A, task: F)
+    where
+        A: Access,
+        F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+    {
+        assert!(
+            !self.traces.is_open(),
+            "launch_after inside a trace: a recorded fragment cannot wait for an outside event"
+        );
+        self.flush();
+        let mut declared = std::mem::take(&mut self.declared);
+        declared.clear();
+        access.declare(&mut declared);
+        check(self.id, &declared);
+        let job = move || {
+            // SAFETY: as in `launch`: the analysis ordered this task among the conflicting
+            // ones, and the accesses are distinct (`check`).
+            let refs = unsafe { access.get() };
+            task(refs)
+        };
+        self.analyse_after(placement, &declared, Box::new(job), Some(after));
+        self.declared = declared;
+        crate::relax();
+    }
+
     /// Waits until the current contents of `region` are final (every launched task that
     /// writes or reduces into it has run), then calls `f` on them.
     ///
@@ -358,8 +410,20 @@ impl Program {
     /// Analyses one launch and hands it to the task engine.
     #[track_caller]
     fn analyse(&mut self, placement: Placement, declared: &[Declared], job: Job) {
+        self.analyse_after(placement, declared, job, None);
+    }
+
+    /// [`Program::analyse`], the task also waiting for `after`.
+    fn analyse_after(
+        &mut self,
+        placement: Placement,
+        declared: &[Declared],
+        job: Job,
+        after: Option<&Event>,
+    ) {
         let mut deps = std::mem::take(&mut self.deps);
         deps.clear();
+        deps.extend(after.cloned());
         for d in declared {
             self.regions[d.region.index as usize].dependences(d.mode, &mut deps);
         }

@@ -1,0 +1,114 @@
+//! Data entering an implicit program from outside: `Program::launch_after` (a task that also
+//! waits for an outside event, as a message from another rank) and lists of writes.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use tactor::implicit::{read, read_write, write, Program, Write};
+use tactor::{Placement, Runtime, UserEvent};
+
+fn runtime() -> Runtime {
+    Runtime::builder().workers(2).pin(false).build().unwrap()
+}
+
+/// The task waits for the event and for the program's earlier conflicting launches (a reader
+/// of the old value keeps it), and later launches wait for it.
+#[test]
+fn a_launch_after_an_event_is_ordered_among_the_programs_launches() {
+    let rt = runtime();
+    for round in 0..20u64 {
+        let mut p = Program::new(&rt);
+        let x = p.region(1u64);
+        let seen = p.region(0u64);
+        let later = p.region(0u64);
+        let arrived = UserEvent::new();
+        p.launch(Placement::Any, (read(&x), write(&seen)), |(x, s)| *s = *x);
+        p.launch_after(&arrived.event(), Placement::Any, write(&x), move |x| {
+            *x = 10 + round
+        });
+        p.launch(Placement::Any, (read(&x), write(&later)), |(x, l)| *l = *x);
+        if round % 2 == 0 {
+            std::thread::yield_now();
+        }
+        arrived.trigger().unwrap();
+        assert_eq!(p.with(&seen, |s| *s).unwrap(), 1, "the reader before it");
+        assert_eq!(
+            p.with(&later, |l| *l).unwrap(),
+            10 + round,
+            "the reader after"
+        );
+    }
+}
+
+/// Until the event triggers, the task does not run, whatever else is ready.
+#[test]
+fn nothing_waits_on_the_event_but_the_task_and_what_depends_on_it() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    let a = p.region(0u64);
+    let b = p.region(0u64);
+    let ran = Arc::new(AtomicU64::new(0));
+    let arrived = UserEvent::new();
+    let r = ran.clone();
+    p.launch_after(&arrived.event(), Placement::Any, write(&a), move |a| {
+        r.fetch_add(1, Relaxed);
+        *a = 7;
+    });
+    p.launch(Placement::Any, read_write(&b), |b| *b += 1);
+    assert_eq!(p.with(&b, |b| *b).unwrap(), 1, "independent work ran");
+    assert_eq!(ran.load(Relaxed), 0, "the task waits for its event");
+    arrived.trigger().unwrap();
+    assert_eq!(p.with(&a, |a| *a).unwrap(), 7);
+    assert_eq!(ran.load(Relaxed), 1);
+}
+
+#[test]
+fn a_poisoned_event_poisons_the_task_and_its_readers() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    let a = p.region(0u64);
+    let b = p.region(0u64);
+    let arrived = UserEvent::new();
+    p.launch_after(&arrived.event(), Placement::Any, write(&a), |a| *a = 1);
+    p.launch(Placement::Any, (read(&a), write(&b)), |(a, b)| *b = *a);
+    let _ = arrived.poison("rank 1 failed");
+    let err = p.with(&b, |b| *b).unwrap_err();
+    assert!(err.to_string().contains("rank 1 failed"), "{err}");
+}
+
+#[test]
+#[should_panic(expected = "launch_after inside a trace")]
+fn a_launch_after_an_event_inside_a_trace_is_refused() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    let a = p.region(0u64);
+    p.begin_trace(1).unwrap();
+    p.launch_after(&UserEvent::new().event(), Placement::Any, write(&a), |_| {});
+}
+
+/// A list of writes: every region written by one task, each one's readers after it.
+#[test]
+fn a_list_of_writes_fills_every_region() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    let rs: Vec<_> = (0..5).map(|_| p.region(0u64)).collect();
+    let outs: Vec<Write<u64>> = rs.iter().map(write).collect();
+    let arrived = UserEvent::new();
+    p.launch_after(&arrived.event(), Placement::Any, outs, |mut o| {
+        for i in 0..o.len() {
+            *o.get_mut(i) = 100 + i as u64;
+        }
+    });
+    arrived.trigger().unwrap();
+    for (i, r) in rs.iter().enumerate() {
+        assert_eq!(p.with(r, |v| *v).unwrap(), 100 + i as u64);
+    }
+}
+
+#[test]
+#[should_panic(expected = "twice")]
+fn a_list_of_writes_naming_a_region_twice_is_refused() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    let a = p.region(0u64);
+    p.launch(Placement::Any, vec![write(&a), write(&a)], |_| {});
+}
