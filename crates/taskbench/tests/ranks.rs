@@ -152,6 +152,11 @@ fn compiled_matrix_on_two_and_three_ranks() {
 }
 
 #[test]
+fn implicit_matrix_on_two_and_three_ranks() {
+    matrix("implicit");
+}
+
+#[test]
 fn systems_that_stay_in_one_process_say_so_once() {
     let o = run(2, "-steps 4 -width 4 -system serial", &[]);
     let (_, err) = text(&o);
@@ -159,6 +164,14 @@ fn systems_that_stay_in_one_process_say_so_once() {
     assert_eq!(err.matches("error: ").count(), 1, "{err}");
     assert!(
         err.contains("-system serial runs in one process only"),
+        "{err}"
+    );
+    // Traced programs are not sharded yet: said the same way.
+    let o = run(2, "-steps 4 -width 4 -system traced", &[]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-system traced runs in one process only"),
         "{err}"
     );
 }
@@ -181,7 +194,7 @@ fn bad_flags_are_reported_once() {
 }
 
 /// Systems that run on ranks.
-const RANK_SYSTEMS: [&str; 3] = ["bsp", "tasks", "compiled"];
+const RANK_SYSTEMS: [&str; 4] = ["bsp", "tasks", "compiled", "implicit"];
 
 fn fault(system: &str, kind: &str, victim: usize) -> String {
     let o = run(

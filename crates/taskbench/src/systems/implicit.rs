@@ -21,15 +21,25 @@
 //! `auto` is `implicit`'s program, placed like `traced`, with no annotation at all: the
 //! program's automatic tracing finds the repeating fragment (two timesteps, for the parity of
 //! the rows) and traces runs of it.
+//!
+//! On several ranks (`implicit` only, so far) every rank runs the same program over the same
+//! regions — control replication — but launches only its own points (the block distribution
+//! over ranks, as `tasks`). The regions of other ranks' points are this rank's replicas: after
+//! timestep `t`, a launch reading the outputs another rank needs sends them in one message
+//! ([`super::remote`]), and on that rank a launch that waits for the message
+//! ([`Program::launch_after`]) writes them into the replicas, where the readers find them. The
+//! analysis orders those launches like any other: a replica is rewritten only after its
+//! readers of the previous timestep ran.
 
 use super::on_tactor::{self, ErrorSlot};
+use super::remote::{Cut, Remote};
 use super::slots::LineBuf;
 use super::team::Pass;
 use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
 use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::sync::mpsc;
-use tactor::implicit::{constant, read, read_write, Constant, Program, Read, Region};
+use std::sync::{mpsc, Arc};
+use tactor::implicit::{constant, read, read_write, write, Constant, Program, Read, Region, Write};
 use tactor::{Event, Handle, Placement};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -110,6 +120,8 @@ struct Point {
 struct Ctx {
     plans: Vec<Plan>,
     error: ErrorSlot,
+    /// On several ranks: the cross-rank edges, and per graph this rank's points.
+    ranks: Option<(Arc<Remote>, Vec<Cut>)>,
 }
 
 /// A point's inputs: reads of its dependencies' outputs.
@@ -194,7 +206,8 @@ impl State {
     /// Launches timestep `t` of every graph; `pinned`: at the points' block owners (as a
     /// compiled subgraph needs), else anywhere.
     fn timestep(&mut self, t: i64, pinned: bool) {
-        let ctx = &self.ctx;
+        // A handle of its own: `edges` borrows the program mutably in the loop.
+        let ctx = &self.ctx.clone();
         for gi in 0..ctx.plans.len() {
             let plan = &ctx.plans[gi];
             if t >= plan.graph().timesteps {
@@ -217,7 +230,11 @@ impl State {
             if let Some(c) = cache {
                 lists[c].get_or_insert_with(|| (off..off + plan.width(t)).map(build).collect());
             }
-            for p in off..off + plan.width(t) {
+            let points = match &ctx.ranks {
+                Some((_, cuts)) => cuts[gi].local(plan, t),
+                None => off..off + plan.width(t),
+            };
+            for p in points {
                 let inputs = match cache {
                     Some(c) => Inputs::from_slice(
                         &lists[c].as_ref().expect("filled above")[(p - off) as usize],
@@ -254,6 +271,67 @@ impl State {
                         }
                     });
             }
+            if ctx.ranks.is_some() {
+                self.edges(gi, t);
+            }
+        }
+    }
+
+    /// Launches the sends and receives of the outputs of timestep `t` of graph `gi` that
+    /// cross ranks: what they read and write is declared, and the analysis orders them.
+    fn edges(&mut self, gi: usize, t: i64) {
+        let ctx = &self.ctx.clone();
+        let Some((remote, cuts)) = &ctx.ranks else {
+            return;
+        };
+        let (plan, cut) = (&ctx.plans[gi], &cuts[gi]);
+        let row = &self.regions[gi][(t % 2) as usize];
+        let bytes = plan.graph().output_bytes_per_task;
+        let mut list = Vec::new();
+        cut.sends(plan, t, &mut list);
+        for group in list.chunk_by(|a, b| a.0 == b.0) {
+            let dest = group[0].0;
+            let outputs: Vec<Read<Point>> =
+                group.iter().map(|&(_, q)| read(&row[q as usize])).collect();
+            let size = (group.len(), group.len() * bytes);
+            self.program.launch(
+                Placement::Any,
+                (constant(ctx), outputs),
+                move |(ctx, outputs)| {
+                    let Some((remote, _)) = &ctx.ranks else {
+                        return;
+                    };
+                    let channel = tactor::current_worker().unwrap_or(0);
+                    let data = outputs.iter().map(|o| o.output.as_slice());
+                    remote.send(channel, dest, (gi as u32, t), size, data);
+                },
+            );
+        }
+        cut.receives(plan, t, &mut list);
+        for group in list.chunk_by(|a, b| a.0 == b.0) {
+            let key = (gi as u32, t, group[0].0);
+            let replicas: Vec<Write<Point>> = group
+                .iter()
+                .map(|&(_, d)| write(&row[d as usize]))
+                .collect();
+            let arrival = remote.arrival(key);
+            let (count, len) = (group.len(), group.len() * bytes);
+            self.program.launch_after(
+                &arrival,
+                Placement::Any,
+                (constant(ctx), replicas),
+                move |(ctx, mut replicas)| {
+                    let Some((remote, _)) = &ctx.ranks else {
+                        return;
+                    };
+                    let Some(m) = remote.receive(key, count, len) else {
+                        return;
+                    };
+                    for (i, o) in Remote::payload(&m).chunks_exact(bytes).enumerate() {
+                        replicas.get_mut(i).output.as_mut_slice().copy_from_slice(o);
+                    }
+                },
+            );
         }
     }
 }
@@ -364,6 +442,10 @@ impl System for Implicit {
         }
     }
 
+    fn runs_on_ranks(&self) -> bool {
+        self.style == Style::Plain
+    }
+
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the tasks of the timesteps in flight (up to three
         // fences of the driver, or a whole traced chunk and its recording), and the runtime.
@@ -378,16 +460,22 @@ impl System for Implicit {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, _) = on_tactor::start(cfg)?;
+        let (rt, remote) = on_tactor::start(cfg)?;
+        let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
+        let (place, rank) = on_tactor::placement(cfg);
         let ctx = Ctx {
-            plans: app.graphs.iter().cloned().map(Plan::new).collect(),
-            error: ErrorSlot::default(),
+            ranks: remote.clone().map(|r| {
+                let cuts = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
+                (r, cuts)
+            }),
+            plans,
+            error: ErrorSlot::new(remote.clone()),
         };
         let first = State::new(ctx, &rt.handle(), self.style);
         let ctx = first.ctx.clone();
         let mut state = Some(first);
         let style = self.style;
-        on_tactor::passes(&rt, &ctx.error, None, || {
+        on_tactor::passes(&rt, &ctx.error, remote.as_deref(), || {
             let st = state
                 .take()
                 .expect("the program comes back after every pass");
