@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use tactor::implicit::{read, read_write, write, Program, Write};
-use tactor::{Placement, Runtime, UserEvent};
+use tactor::{Event, Placement, Runtime, UserEvent};
 
 fn runtime() -> Runtime {
     Runtime::builder().workers(2).pin(false).build().unwrap()
@@ -76,14 +76,65 @@ fn a_poisoned_event_poisons_the_task_and_its_readers() {
     assert!(err.to_string().contains("rank 1 failed"), "{err}");
 }
 
+/// Inside a trace each execution waits for its own outside event: recorded once, replayed
+/// with the events of later executions (none of which runs before its event).
 #[test]
-#[should_panic(expected = "launch_after inside a trace")]
-fn a_launch_after_an_event_inside_a_trace_is_refused() {
+fn inside_a_trace_each_execution_waits_for_its_own_outside_event() {
     let rt = runtime();
     let mut p = Program::new(&rt);
-    let a = p.region(0u64);
-    p.begin_trace(1).unwrap();
-    p.launch_after(&UserEvent::new().event(), Placement::Any, write(&a), |_| {});
+    let x = p.region(0u64);
+    let y = p.region(0u64);
+    let ran = Arc::new(AtomicU64::new(0));
+    let events: Vec<UserEvent> = (0..4).map(|_| UserEvent::new()).collect();
+    for (i, e) in events.iter().enumerate() {
+        let r = ran.clone();
+        p.trace(7, |p| {
+            p.launch_after(&e.event(), Placement::Any, write(&x), move |x| {
+                r.fetch_add(1, Relaxed);
+                *x = 10 * i as u64;
+            });
+            p.launch(Placement::Any, (read(&x), write(&y)), |(x, y)| *y = *x + 1);
+        })
+        .unwrap();
+    }
+    assert_eq!(
+        p.recorded_traces(),
+        1,
+        "recorded once, replayed three times"
+    );
+    assert_eq!(ran.load(Relaxed), 0, "no execution runs before its event");
+    events[0].trigger().unwrap();
+    while ran.load(Relaxed) == 0 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        ran.load(Relaxed),
+        1,
+        "the second execution waits for the second event"
+    );
+    for e in &events[1..] {
+        e.trigger().unwrap();
+    }
+    assert_eq!(p.with(&y, |y| *y).unwrap(), 31);
+    assert_eq!(ran.load(Relaxed), 4);
+}
+
+/// A replay that launches without the outside event the recording waited for differs.
+#[test]
+fn a_replay_without_the_recorded_outside_event_is_refused() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    let x = p.region(0u64);
+    let task = |x: &mut u64| *x += 1;
+    p.trace(3, |p| {
+        p.launch_after(&Event::triggered(), Placement::Any, write(&x), task)
+    })
+    .unwrap();
+    let err = p
+        .trace(3, |p| p.launch(Placement::Any, write(&x), task))
+        .unwrap_err();
+    assert!(err.to_string().contains("after an outside event"), "{err}");
 }
 
 /// A list of writes: every region written by one task, each one's readers after it.

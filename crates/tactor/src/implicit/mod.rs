@@ -214,7 +214,10 @@ impl Program {
                 let mut rest = recorded.iter();
                 access.matches(&mut rest) && rest.as_slice().is_empty()
             };
-            if let Some(arena) = self.traces.replay_slot(TypeId::of::<F>(), placement, fits) {
+            if let Some(arena) = self
+                .traces
+                .replay_slot(TypeId::of::<F>(), placement, false, fits)
+            {
                 arena.push(move || {
                     // SAFETY: as below; the recording this launch matched was analysed.
                     let refs = unsafe { access.get() };
@@ -247,7 +250,8 @@ impl Program {
             // A launch that matches its recording was checked when it was recorded.
             let program = self.id;
             let check = |d: &[Declared]| check(program, d);
-            self.traces.launch(kind, placement, &declared, job, check);
+            self.traces
+                .launch(kind, placement, &declared, job, check, None);
         } else if self.auto.is_some() {
             self.launch_auto(kind, placement, &declared, job);
         } else {
@@ -265,8 +269,10 @@ impl Program {
     /// program's later launches are ordered after it like after any writer. A poisoned
     /// `after` poisons the task and what depends on it.
     ///
-    /// Outside traces: a recorded fragment cannot wait for an event that differs at every
-    /// execution. With automatic tracing on, the fragment open so far is closed first.
+    /// Inside a trace the launch is recorded as waiting for "an outside event", and each
+    /// execution supplies its own (a replay that launches it without one, or the other way
+    /// round, differs from the recording). With automatic tracing on, the fragment it holds
+    /// open is closed first and the launch analysed on its own.
     ///
     /// ```
     /// use tactor::implicit::{read, write, Program};
@@ -284,29 +290,37 @@ impl Program {
     /// ```
     ///
     /// # Panics
-    /// Inside a trace, and as [`Program::launch`].
+    /// As [`Program::launch`].
     #[track_caller]
     pub fn launch_after<A, F>(&mut self, after: &Event, placement: Placement, access: A, task: F)
     where
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
-        assert!(
-            !self.traces.is_open(),
-            "launch_after inside a trace: a recorded fragment cannot wait for an outside event"
-        );
         self.flush();
         let mut declared = std::mem::take(&mut self.declared);
         declared.clear();
         access.declare(&mut declared);
-        check(self.id, &declared);
         let job = move || {
-            // SAFETY: as in `launch`: the analysis ordered this task among the conflicting
-            // ones, and the accesses are distinct (`check`).
+            // SAFETY: as in `launch`: the analysis (or the recording) ordered this task among
+            // the conflicting ones, and the accesses are distinct (`check`).
             let refs = unsafe { access.get() };
             task(refs)
         };
-        self.analyse_after(placement, &declared, Box::new(job), Some(after));
+        let program = self.id;
+        if self.traces.is_open() {
+            let kind = trace::TaskKind {
+                id: TypeId::of::<F>(),
+                name: std::any::type_name::<F>(),
+                at: std::panic::Location::caller(),
+            };
+            let check = |d: &[Declared]| check(program, d);
+            self.traces
+                .launch(kind, placement, &declared, job, check, Some(after));
+        } else {
+            check(program, &declared);
+            self.analyse_after(placement, &declared, Box::new(job), Some(after));
+        }
         self.declared = declared;
         crate::relax();
     }

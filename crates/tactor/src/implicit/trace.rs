@@ -103,6 +103,9 @@ enum Sym {
     /// What had to finish on entry before region `r` could be replaced (its readers, or its
     /// producers if none).
     All(u32),
+    /// The `n`-th outside event of the fragment ([`super::Program::launch_after`]): each
+    /// execution supplies its own.
+    Outside(u32),
 }
 
 /// Which task a launch runs: its closure's type (compared), name and the launch site (shown).
@@ -119,6 +122,8 @@ struct Sig {
     kind: TaskKind,
     placement: Placement,
     accesses: Vec<Declared>,
+    /// Launched after an outside event.
+    outside: bool,
 }
 
 impl fmt::Display for Sig {
@@ -135,6 +140,9 @@ impl fmt::Display for Sig {
         if self.accesses.is_empty() {
             write!(f, " with no accesses")?;
         }
+        if self.outside {
+            write!(f, ", after an outside event")?;
+        }
         Ok(())
     }
 }
@@ -144,6 +152,7 @@ impl PartialEq for Sig {
         self.kind.id == other.kind.id
             && self.placement == other.placement
             && self.accesses == other.accesses
+            && self.outside == other.outside
     }
 }
 
@@ -160,6 +169,7 @@ struct Step {
     kind: TypeId,
     placement: Placement,
     accesses: (u32, u32),
+    outside: bool,
 }
 
 /// A recorded trace.
@@ -186,6 +196,8 @@ struct Recording {
     deps: Vec<Vec<Sym>>,
     workers: Vec<usize>,
     jobs: Arena,
+    /// This execution's outside events, in launch order.
+    outside: Vec<Event>,
 }
 
 /// A trace being replayed.
@@ -193,6 +205,7 @@ struct Replaying {
     recorded: Arc<Recorded>,
     jobs: Arena,
     error: Option<TraceError>,
+    outside: Vec<Event>,
 }
 
 enum Mode {
@@ -237,7 +250,7 @@ impl Traces {
         check: impl FnOnce(&[Declared]),
     ) -> Result<(), F> {
         if matches!(self.open, Some((_, Mode::Replaying(_)))) {
-            return match self.replay_slot(kind.id, placement, |rec| rec == declared) {
+            return match self.replay_slot(kind.id, placement, false, |rec| rec == declared) {
                 Some(arena) => {
                     arena.push(job);
                     Ok(())
@@ -245,18 +258,20 @@ impl Traces {
                 None => Err(job),
             };
         }
-        self.launch(kind, placement, declared, job, check);
+        self.launch(kind, placement, declared, job, check, None);
         Ok(())
     }
 
-    /// The arena of the open replay if `kind` at `placement` is its next launch and `fits`
-    /// holds for the recorded accesses: the caller then pushes the launch's job into it.
+    /// The arena of the open replay if `kind` at `placement` (after an outside event or not)
+    /// is its next launch and `fits` holds for the recorded accesses: the caller then pushes
+    /// the launch's job into it.
     /// `None` in every other case (recording, no trace, an error already, a difference),
     /// which the caller hands to [`launch`](Self::launch) to be recorded or reported.
     pub(crate) fn replay_slot(
         &mut self,
         kind: TypeId,
         placement: Placement,
+        outside: bool,
         fits: impl FnOnce(&[Declared]) -> bool,
     ) -> Option<&mut Arena> {
         let Some((_, Mode::Replaying(r))) = &mut self.open else {
@@ -264,7 +279,8 @@ impl Traces {
         };
         let rec = &*r.recorded;
         let s = rec.steps.get(r.jobs.len())?;
-        let ok = r.error.is_none() && s.kind == kind && s.placement == placement;
+        let ok =
+            r.error.is_none() && s.kind == kind && s.placement == placement && s.outside == outside;
         let accesses = &rec.accesses[s.accesses.0 as usize..s.accesses.1 as usize];
         (ok && fits(accesses)).then_some(&mut r.jobs)
     }
@@ -304,6 +320,7 @@ impl Traces {
                 recorded: r.clone(),
                 jobs: Arena::sized_like(r.units, r.sigs.len(), r.slots.clone(), self.pool.clone()),
                 error: None,
+                outside: Vec::new(),
             }),
             None => Mode::Recording(Recording {
                 sigs: Vec::new(),
@@ -311,13 +328,15 @@ impl Traces {
                 deps: Vec::new(),
                 workers: Vec::new(),
                 jobs: Arena::default(),
+                outside: Vec::new(),
             }),
         };
         self.open = Some((id, mode));
         Ok(())
     }
 
-    /// Records or matches one launch of the open trace.
+    /// Records or matches one launch of the open trace, which also waits for `after` if
+    /// given (an outside event of this execution).
     pub(crate) fn launch(
         &mut self,
         kind: TaskKind,
@@ -325,9 +344,14 @@ impl Traces {
         declared: &[Declared],
         job: impl FnOnce() + Send + 'static,
         check: impl FnOnce(&[Declared]),
+        after: Option<&Event>,
     ) {
-        if let Some(arena) = self.replay_slot(kind.id, placement, |rec| rec == declared) {
+        let outside = after.is_some();
+        if let Some(arena) = self.replay_slot(kind.id, placement, outside, |rec| rec == declared) {
             arena.push(job);
+            if let (Some(e), Some((_, Mode::Replaying(r)))) = (after, &mut self.open) {
+                r.outside.push(e.clone());
+            }
             return;
         }
         let (id, mode) = self.open.as_mut().expect("a trace is open");
@@ -342,6 +366,7 @@ impl Traces {
                     kind,
                     placement,
                     accesses: declared.to_vec(),
+                    outside,
                 };
                 r.error = Some(TraceError::Mismatch {
                     id: *id,
@@ -365,6 +390,10 @@ impl Traces {
                     });
                     state.dependences(d.mode, &mut deps);
                 }
+                if let Some(e) = after {
+                    deps.push(Sym::Outside(rec.outside.len() as u32));
+                    rec.outside.push(e.clone());
+                }
                 for d in declared {
                     let state = rec.states.get_mut(&d.region.index).expect("entered above");
                     state.record(d.mode, Sym::Task(k));
@@ -380,6 +409,7 @@ impl Traces {
                     kind,
                     placement,
                     accesses: declared.to_vec(),
+                    outside,
                 });
                 rec.deps.push(deps);
                 rec.workers.push(worker);
@@ -397,7 +427,7 @@ impl Traces {
         regions: &mut [Versions<Event>],
     ) -> Result<Event, TraceError> {
         let (id, mode) = self.open.take().ok_or(TraceError::NotOpen)?;
-        let (recorded, jobs) = match mode {
+        let (recorded, jobs, outside) = match mode {
             Mode::Replaying(r) => {
                 if let Some(e) = r.error {
                     return Err(e);
@@ -409,7 +439,7 @@ impl Traces {
                         got: r.jobs.len(),
                     });
                 }
-                (r.recorded, r.jobs)
+                (r.recorded, r.jobs, r.outside)
             }
             Mode::Recording(mut rec) => {
                 self.workers = handle.workers();
@@ -419,14 +449,15 @@ impl Traces {
                     }
                 }
                 let mut jobs = std::mem::take(&mut rec.jobs);
+                let outside = std::mem::take(&mut rec.outside);
                 let units = jobs.units();
                 let recorded = Arc::new(compile(id, handle, rec, units)?);
                 jobs.lay_out(recorded.slots.clone());
                 self.recorded.insert(id, recorded.clone());
-                (recorded, jobs)
+                (recorded, jobs, outside)
             }
         };
-        Ok(run(&recorded, jobs, regions))
+        Ok(run(&recorded, jobs, &outside, regions))
     }
 }
 
@@ -568,6 +599,7 @@ fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Rec
                 kind: s.kind.id,
                 placement: s.placement,
                 accesses: (start, accesses.len() as u32),
+                outside: s.outside,
             }
         })
         .collect();
@@ -583,13 +615,19 @@ fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Rec
     })
 }
 
-/// Runs one execution of `recorded` with `jobs` after the regions' current states, and sets
-/// the states the fragment leaves.
-fn run(recorded: &Recorded, jobs: Arena, regions: &mut [Versions<Event>]) -> Event {
+/// Runs one execution of `recorded` with `jobs` after the regions' current states and this
+/// execution's `outside` events, and sets the states the fragment leaves.
+fn run(
+    recorded: &Recorded,
+    jobs: Arena,
+    outside: &[Event],
+    regions: &mut [Versions<Event>],
+) -> Event {
     let entry = |s: Sym, regions: &[Versions<Event>]| -> Vec<Event> {
         match s {
             Sym::Version(r) => regions[r as usize].producers.clone(),
             Sym::All(r) => regions[r as usize].guards().to_vec(),
+            Sym::Outside(n) => vec![outside[n as usize].clone()],
             Sym::Task(_) => unreachable!("tasks are not entry states"),
         }
     };
