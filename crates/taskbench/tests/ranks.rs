@@ -157,6 +157,14 @@ fn implicit_matrix_on_two_and_three_ranks() {
 }
 
 #[test]
+fn traced_matrix_on_two_and_three_ranks() {
+    matrix("traced");
+    // Long enough that chunks repeat: the last one, like the middle ones but with no
+    // timestep after it to send to, must be a recording of its own.
+    same_as_one_process("traced", 2, 1, "-steps 259 -width 4 -type stencil_1d");
+}
+
+#[test]
 fn systems_that_stay_in_one_process_say_so_once() {
     let o = run(2, "-steps 4 -width 4 -system serial", &[]);
     let (_, err) = text(&o);
@@ -166,12 +174,12 @@ fn systems_that_stay_in_one_process_say_so_once() {
         err.contains("-system serial runs in one process only"),
         "{err}"
     );
-    // Traced programs are not sharded yet: said the same way.
-    let o = run(2, "-steps 4 -width 4 -system traced", &[]);
+    // Automatic tracing is not offered on ranks: said the same way.
+    let o = run(2, "-steps 4 -width 4 -system auto", &[]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("-system traced runs in one process only"),
+        err.contains("-system auto runs in one process only"),
         "{err}"
     );
 }
@@ -194,7 +202,7 @@ fn bad_flags_are_reported_once() {
 }
 
 /// Systems that run on ranks.
-const RANK_SYSTEMS: [&str; 4] = ["bsp", "tasks", "compiled", "implicit"];
+const RANK_SYSTEMS: [&str; 5] = ["bsp", "tasks", "compiled", "implicit", "traced"];
 
 fn fault(system: &str, kind: &str, victim: usize) -> String {
     let o = run(

@@ -474,9 +474,16 @@ const FUSE_MAX: usize = 16;
 /// depend on each other and the vertices form no cycle. This is what `compiled` does by hand
 /// for `-and` (one vertex runs a point of every graph): with 4 graphs of `nearest` a recorded
 /// timestep is 2 vertices instead of 8, and 2 messages instead of 8 per edge between workers.
+///
+/// Only launches that wait, directly or through others, for the same outside events fuse:
+/// a vertex waits for all its launches' events, and an event may come from another rank only
+/// once some launch of this fragment ran (a receive fused beside the sends that feed the
+/// other side, or a send beside the readers of a receive, deadlock two ranks). With equal
+/// sets no launch waits for an event it did not wait for already.
 fn fuse(workers: &[usize], deps: &[Vec<Sym>]) -> Vec<Vec<u32>> {
+    let waits = outside_sets(deps);
     let mut level = Vec::with_capacity(workers.len());
-    let mut open: HashMap<(usize, u32, u32), usize> = HashMap::new();
+    let mut open: HashMap<(usize, u32, u32, u32), usize> = HashMap::new();
     let mut groups: Vec<Vec<u32>> = Vec::new();
     for (k, (&w, deps)) in workers.iter().zip(deps).enumerate() {
         let (mut depth, mut rank) = (0u32, 0u32);
@@ -495,17 +502,45 @@ fn fuse(workers: &[usize], deps: &[Vec<Sym>]) -> Vec<Vec<u32>> {
             }
         }
         level.push((depth, rank));
-        let g = match open.get(&(w, depth, rank)) {
+        let key = (w, depth, rank, waits[k]);
+        let g = match open.get(&key) {
             Some(&g) if groups[g].len() < FUSE_MAX => g,
             _ => {
                 groups.push(Vec::new());
-                open.insert((w, depth, rank), groups.len() - 1);
+                open.insert(key, groups.len() - 1);
                 groups.len() - 1
             }
         };
         groups[g].push(k as u32);
     }
     groups
+}
+
+/// For each launch, which outside events it waits for, directly or through earlier launches:
+/// equal sets get equal numbers (0: none). Recording only, once per trace.
+fn outside_sets(deps: &[Vec<Sym>]) -> Vec<u32> {
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::from([(Vec::new(), 0)]);
+    let mut sets: Vec<Vec<u32>> = vec![Vec::new()];
+    let mut of = Vec::with_capacity(deps.len());
+    for d in deps {
+        let mut set: Vec<u32> = Vec::new();
+        for &s in d {
+            match s {
+                Sym::Task(j) => set.extend_from_slice(&sets[of[j as usize] as usize]),
+                Sym::Outside(n) => set.push(n),
+                Sym::Version(_) | Sym::All(_) => {}
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        let next = sets.len() as u32;
+        let id = *ids.entry(set.clone()).or_insert(next);
+        if id == next {
+            sets.push(set);
+        }
+        of.push(id);
+    }
+    of
 }
 
 /// Builds the subgraph of a recording.
@@ -735,6 +770,14 @@ mod tests {
             "one vertex per worker and timestep"
         );
         assert_eq!(groups[0], vec![0, 2, 4, 6]);
+        // A receive (an outside event) on worker 0 with no other dependence: the level of
+        // the first timestep's launches there, but a vertex of its own.
+        let (mut w, mut d) = (workers.clone(), deps.clone());
+        w.push(0);
+        d.push(vec![Sym::Outside(0)]);
+        let groups = check(&w, &d);
+        assert_eq!(groups[0], vec![0, 2, 4, 6]);
+        assert_eq!(groups.last(), Some(&vec![(graphs * 2 * steps) as u32]));
     }
 
     #[test]
@@ -758,10 +801,32 @@ mod tests {
                     if rng.gen_bool(0.2) {
                         d.push(Sym::All(0));
                     }
+                    if rng.gen_bool(0.1) {
+                        d.push(Sym::Outside(k as u32));
+                    }
                     d
                 })
                 .collect();
-            check(&workers, &deps);
+            let groups = check(&workers, &deps);
+            // Every launch of a vertex waits (directly or not) for the same outside events.
+            let mut waits: Vec<Vec<u32>> = Vec::new();
+            for d in &deps {
+                let mut set = Vec::new();
+                for &s in d {
+                    match s {
+                        Sym::Task(j) => set.extend(waits[j as usize].iter().copied()),
+                        Sym::Outside(n) => set.push(n),
+                        _ => {}
+                    }
+                }
+                set.sort_unstable();
+                set.dedup();
+                waits.push(set);
+            }
+            for g in &groups {
+                let first = &waits[g[0] as usize];
+                assert!(g.iter().all(|&k| &waits[k as usize] == first), "{g:?}");
+            }
         }
         // Many independent launches on one worker: vertices of at most FUSE_MAX.
         let groups = check(&[0; 40], &vec![Vec::new(); 40]);

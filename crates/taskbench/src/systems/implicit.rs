@@ -22,14 +22,17 @@
 //! program's automatic tracing finds the repeating fragment (two timesteps, for the parity of
 //! the rows) and traces runs of it.
 //!
-//! On several ranks (`implicit` only, so far) every rank runs the same program over the same
+//! On several ranks (`implicit` and `traced`) every rank runs the same program over the same
 //! regions — control replication — but launches only its own points (the block distribution
 //! over ranks, as `tasks`). The regions of other ranks' points are this rank's replicas: after
 //! timestep `t`, a launch reading the outputs another rank needs sends them in one message
 //! ([`super::remote`]), and on that rank a launch that waits for the message
 //! ([`Program::launch_after`]) writes them into the replicas, where the readers find them. The
 //! analysis orders those launches like any other: a replica is rewritten only after its
-//! readers of the previous timestep ran.
+//! readers of the previous timestep ran. In `traced` the sends and receives are recorded with
+//! the chunk: each rank's trace holds its own points and its edges, and every execution
+//! hands the receives the arrival events of its own timesteps (external preconditions of the
+//! instance, seed 000's Figure 9).
 
 use super::on_tactor::{self, ErrorSlot};
 use super::remote::{Cut, Remote};
@@ -155,7 +158,7 @@ impl State {
         let mut regions = Vec::new();
         let mut owners = Vec::new();
         let mut inputs = Vec::new();
-        for plan in &ctx.plans {
+        for (gi, plan) in ctx.plans.iter().enumerate() {
             let cached = if plan.shapes() <= CACHED_SHAPES {
                 plan.shapes() * 2
             } else {
@@ -174,17 +177,28 @@ impl State {
                     .collect()
             };
             regions.push([row(), row()]);
-            owners.push(super::block_owners(handle.workers(), g.max_width));
+            owners.push(match &ctx.ranks {
+                // The local worker of each of this rank's points (others are not launched).
+                Some((_, cuts)) => (0..g.max_width).map(|p| cuts[gi].worker(p)).collect(),
+                None => super::block_owners(handle.workers(), g.max_width),
+            });
         }
         let plans: Vec<&Plan> = ctx.plans.iter().collect();
         let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
         let mut chunks = Vec::new();
         if traced {
             let mut ids: HashMap<(Vec<Vec<u32>>, i64, i64), u64> = HashMap::new();
+            // On ranks a chunk's last timestep sends what the next timestep reads: its shape
+            // is part of what the chunk launches.
+            let after = i64::from(ctx.ranks.is_some());
             for (t0, len) in ramped(super::compiled::chunks(&plans)) {
                 let shapes = plans
                     .iter()
-                    .map(|p| (t0..t0 + len).filter_map(|t| p.shape_id(t)).collect())
+                    .map(|p| {
+                        (t0..t0 + len + after)
+                            .filter_map(|t| p.shape_id(t))
+                            .collect()
+                    })
                     .collect();
                 let next = ids.len() as u64;
                 let id = *ids.entry((shapes, t0 % 2, len)).or_insert(next);
@@ -443,7 +457,9 @@ impl System for Implicit {
     }
 
     fn runs_on_ranks(&self) -> bool {
-        self.style == Style::Plain
+        // `auto` would close its fragment at every receive (an outside event), so it is not
+        // offered on ranks.
+        self.style != Style::Auto
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
