@@ -135,6 +135,12 @@ fn a_replay_without_the_recorded_outside_event_is_refused() {
         .trace(3, |p| p.launch(Placement::Any, write(&x), task))
         .unwrap_err();
     assert!(err.to_string().contains("after an outside event"), "{err}");
+    // Both launches are named by their sites in this file, not inside the runtime.
+    assert_eq!(
+        err.to_string().matches("implicit_outside.rs").count(),
+        2,
+        "{err}"
+    );
 }
 
 /// A list of writes: every region written by one task, each one's readers after it.

@@ -232,20 +232,8 @@ impl Program {
             }
         }
         let mut declared = std::mem::take(&mut self.declared);
-        declared.clear();
-        access.declare(&mut declared);
-        let job = move || {
-            // SAFETY: the analysis (or the trace recorded from it) ordered this task after
-            // every earlier conflicting access and before every later one, and the accesses
-            // are distinct (`check`).
-            let refs = unsafe { access.get() };
-            task(refs)
-        };
-        let kind = trace::TaskKind {
-            id: TypeId::of::<F>(),
-            name: std::any::type_name::<F>(),
-            at: std::panic::Location::caller(),
-        };
+        let job = declared_job(&mut declared, access, task);
+        let kind = trace::TaskKind::of::<F>();
         if manual {
             // A launch that matches its recording was checked when it was recorded.
             let program = self.id;
@@ -299,21 +287,10 @@ impl Program {
     {
         self.flush();
         let mut declared = std::mem::take(&mut self.declared);
-        declared.clear();
-        access.declare(&mut declared);
-        let job = move || {
-            // SAFETY: as in `launch`: the analysis (or the recording) ordered this task among
-            // the conflicting ones, and the accesses are distinct (`check`).
-            let refs = unsafe { access.get() };
-            task(refs)
-        };
+        let job = declared_job(&mut declared, access, task);
         let program = self.id;
         if self.traces.is_open() {
-            let kind = trace::TaskKind {
-                id: TypeId::of::<F>(),
-                name: std::any::type_name::<F>(),
-                at: std::panic::Location::caller(),
-            };
+            let kind = trace::TaskKind::of::<F>();
             let check = |d: &[Declared]| check(program, d);
             self.traces
                 .launch(kind, placement, &declared, job, check, Some(after));
@@ -649,5 +626,23 @@ fn merged(events: &[Event]) -> Event {
         [] => Event::triggered(),
         [one] => one.clone(),
         many => Event::merge(many),
+    }
+}
+
+/// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:
+/// the task called with the references the accesses give.
+fn declared_job<A, F>(declared: &mut Vec<Declared>, access: A, task: F) -> impl FnOnce() + Send
+where
+    A: Access,
+    F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+{
+    declared.clear();
+    access.declare(declared);
+    move || {
+        // SAFETY: the job runs only as the program issued it: after the analysis (or the
+        // recording it replays) ordered it after every earlier conflicting access and before
+        // every later one, with the accesses checked distinct (`check`) before it was issued.
+        let refs = unsafe { access.get() };
+        task(refs)
     }
 }

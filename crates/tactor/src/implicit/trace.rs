@@ -116,6 +116,18 @@ pub(crate) struct TaskKind {
     pub(crate) at: &'static Location<'static>,
 }
 
+impl TaskKind {
+    /// The kind of a launch of closure type `F`, launched where the caller was called from.
+    #[track_caller]
+    pub(crate) fn of<F: 'static>() -> TaskKind {
+        TaskKind {
+            id: TypeId::of::<F>(),
+            name: std::any::type_name::<F>(),
+            at: Location::caller(),
+        }
+    }
+}
+
 /// What a launch of a trace is compared by.
 #[derive(Clone, Debug)]
 struct Sig {
