@@ -162,16 +162,26 @@ pub fn reduce<R: Reduction<T>, T>(r: &Region<T>) -> Reduce<R, T> {
 }
 
 /// What a reducing task gets: it can only fold values in with the declared operator.
+///
+/// It holds the region as a raw pointer, not a `&mut T`: a reference inside a value passed to
+/// the task would stay protected until the task returns, after the reducer (and with it the
+/// group's lock) was dropped — another member of the group then writing the region would
+/// break the aliasing rules (Miri's tree borrows saw it). The pointer is used only under the
+/// lock, in [`Reducer::apply`].
 pub struct Reducer<'a, T, R> {
-    data: &'a mut T,
+    data: *mut T,
     _exclusive: MutexGuard<'a, ()>,
     _op: PhantomData<fn() -> R>,
+    _region: PhantomData<&'a mut T>,
 }
 
 impl<T, R: Reduction<T>> Reducer<'_, T, R> {
     /// Folds `value` into the region.
     pub fn apply(&mut self, value: R::Value) {
-        R::apply(self.data, value);
+        // SAFETY: `data` points into the region's cell, alive for `'a`; this reducer holds
+        // the group's lock, so no other task uses the region while the reference lives (it
+        // ends with this call).
+        R::apply(unsafe { &mut *self.data }, value);
     }
 }
 
@@ -272,11 +282,12 @@ impl<R: Reduction<T>, T: Send + Sync + 'static> Access for Reduce<R, T> {
         // A reducer that panicked left a value the group's result is poisoned for anyway.
         let guard = cell.reducing.lock().unwrap_or_else(|p| p.into_inner());
         Reducer {
-            // SAFETY: by `get`'s contract only the tasks of this reduction group may use the
-            // region now, and they hold `reducing` while they do.
-            data: unsafe { &mut *cell.value.get() },
+            // By `get`'s contract only the tasks of this reduction group may use the region
+            // now, and they hold `reducing` while they use it (`apply`).
+            data: cell.value.get(),
             _exclusive: guard,
             _op: PhantomData,
+            _region: PhantomData,
         }
     }
 }
