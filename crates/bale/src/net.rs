@@ -129,6 +129,9 @@ impl Cluster {
                 Some(Completion::Received(m)) if m.port == GATHER => {
                     later.extend(take(m, &mut missing));
                 }
+                // Another rank that gathered already may be in its next exchange (toposort's
+                // exstack gathers between two).
+                Some(Completion::Received(m)) if m.port == PARCELS => self.file(m),
                 Some(_) => {}
                 None => std::thread::yield_now(),
             }
@@ -177,22 +180,7 @@ impl Cluster {
         let channel = worker % self.transport.channels();
         for _ in 0..BUDGET {
             match self.transport.poll(channel) {
-                Some(Completion::Received(m)) if m.port == PARCELS => {
-                    let word = |i: usize| {
-                        u32::from_le_bytes(m.data[4 * i..4 * i + 4].try_into().expect("4 bytes"))
-                    };
-                    let (to, more) = (word(3) & !(1 << 31), word(3) >> 31 == 1);
-                    let parcel = Parcel {
-                        exchange: word(0),
-                        phase: word(1),
-                        more,
-                        message: m.data,
-                    };
-                    self.parcels[to as usize]
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(parcel);
-                }
+                Some(Completion::Received(m)) if m.port == PARCELS => self.file(m),
                 Some(Completion::Received(m)) if m.port == GATHER => self.keep(m),
                 Some(_) => {}
                 None => break,
@@ -210,6 +198,23 @@ impl Cluster {
             !now
         });
         before - mine.len()
+    }
+
+    /// Files an arrived parcel with the PE it is for, until that PE takes it.
+    fn file(&self, m: Message) {
+        let word =
+            |i: usize| u32::from_le_bytes(m.data[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+        let (to, more) = (word(3) & !(1 << 31), word(3) >> 31 == 1);
+        let parcel = Parcel {
+            exchange: word(0),
+            phase: word(1),
+            more,
+            message: m.data,
+        };
+        self.parcels[to as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(parcel);
     }
 
     /// Keeps a gather message that arrived while this rank polled for something else.
