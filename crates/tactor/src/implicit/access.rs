@@ -317,17 +317,16 @@ impl<'a, T: Send + Sync + 'static> Inputs<'a, T> {
     }
 }
 
-fn declare_all<T: Send + Sync + 'static>(reads: &[Read<T>], out: &mut Vec<Declared>) {
-    for r in reads {
-        r.declare(out);
+/// Declares every access of a list (of reads or of writes), in order.
+fn declare_all<A: Access>(list: &[A], out: &mut Vec<Declared>) {
+    for a in list {
+        a.declare(out);
     }
 }
 
-fn match_all<T: Send + Sync + 'static>(
-    reads: &[Read<T>],
-    recorded: &mut std::slice::Iter<'_, Declared>,
-) -> bool {
-    reads.iter().all(|r| r.matches(recorded))
+/// Whether every access of a list matches the recording, in order.
+fn match_all<A: Access>(list: &[A], recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
+    list.iter().all(|a| a.matches(recorded))
 }
 
 impl<T> sealed::Sealed for Vec<Read<T>> {}
@@ -386,12 +385,10 @@ impl<T> sealed::Sealed for Vec<Write<T>> {}
 impl<T: Send + Sync + 'static> Access for Vec<Write<T>> {
     type Ref<'a> = Outputs<'a, T>;
     fn declare(&self, out: &mut Vec<Declared>) {
-        for w in self {
-            w.declare(out);
-        }
+        declare_all(self, out);
     }
     fn matches(&self, recorded: &mut std::slice::Iter<'_, Declared>) -> bool {
-        self.iter().all(|w| w.matches(recorded))
+        match_all(self, recorded)
     }
     unsafe fn get(&self) -> Outputs<'_, T> {
         Outputs(self)

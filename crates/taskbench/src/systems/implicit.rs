@@ -286,15 +286,14 @@ impl State {
                     });
             }
             if ctx.ranks.is_some() {
-                self.edges(gi, t);
+                self.edges(ctx, gi, t);
             }
         }
     }
 
     /// Launches the sends and receives of the outputs of timestep `t` of graph `gi` that
     /// cross ranks: what they read and write is declared, and the analysis orders them.
-    fn edges(&mut self, gi: usize, t: i64) {
-        let ctx = &self.ctx.clone();
+    fn edges(&mut self, ctx: &Constant<Ctx>, gi: usize, t: i64) {
         let Some((remote, cuts)) = &ctx.ranks else {
             return;
         };
