@@ -170,3 +170,68 @@ fn a_list_of_writes_naming_a_region_twice_is_refused() {
     let a = p.region(0u64);
     p.launch(Placement::Any, vec![write(&a), write(&a)], |_| {});
 }
+
+/// Automatic tracing over launches after outside events: fragments hold them (each
+/// execution waiting for its own events, half of them triggered late), and a
+/// fragment that breaks hands each buffered launch back with its event.
+#[test]
+fn automatic_tracing_takes_launches_after_events_and_falls_back_with_them() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    p.auto_trace(true);
+    let x = p.region(0u64);
+    let sum = p.region(0u64);
+    let n = if cfg!(miri) { 300 } else { 3000 };
+    let events: Vec<UserEvent> = (0..n).map(|_| UserEvent::new()).collect();
+    // What arrives with event `i`: set just before it triggers, so a task that ran before
+    // its event would read 0.
+    let arrived: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let value = |i: usize| i as u64 * 3 + 1;
+    let mut expect = 0u64;
+    for (i, e) in events.iter().enumerate() {
+        let v = value(i);
+        let a = arrived.clone();
+        p.launch_after(&e.event(), Placement::Any, write(&x), move |x| {
+            *x = a[i].load(Relaxed)
+        });
+        if i % 997 == 500 {
+            // The pattern breaks inside a replayed fragment.
+            p.launch(Placement::Any, read_write(&sum), |s| *s += 1_000_000);
+            expect += 1_000_000;
+        }
+        p.launch(Placement::Any, (read(&x), read_write(&sum)), |(x, s)| {
+            *s += *x
+        });
+        expect += v;
+        if i % 2 == 0 {
+            arrived[i].store(v, Relaxed);
+            e.trigger().unwrap();
+        }
+    }
+    let late: Vec<(usize, UserEvent)> = events
+        .iter()
+        .cloned()
+        .enumerate()
+        .skip(1)
+        .step_by(2)
+        .collect();
+    let a = arrived.clone();
+    // In order and slowly: each launch after an event is free to run as soon as the launch
+    // before it ran, so one that did not wait for its own event would read 0.
+    let trigger = std::thread::spawn(move || {
+        for (k, (i, e)) in late.iter().enumerate() {
+            if k % 8 == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            a[*i].store(value(*i), Relaxed);
+            e.trigger().unwrap();
+        }
+    });
+    assert_eq!(p.with(&sum, |s| *s).unwrap(), expect);
+    trigger.join().unwrap();
+    let stats = p.auto_stats();
+    assert!(stats.fragments > 0, "{stats:?}");
+    if !cfg!(miri) {
+        assert!(stats.fell_back > 0, "{stats:?}");
+    }
+}

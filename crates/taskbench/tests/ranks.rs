@@ -165,6 +165,20 @@ fn traced_matrix_on_two_and_three_ranks() {
 }
 
 #[test]
+fn auto_matrix_on_two_and_three_ranks() {
+    matrix("auto");
+    // Long enough for automatic tracing to find the repeating fragment (sends and receives
+    // included) and replay it, on every rank: fragments are 256 launches or more.
+    same_as_one_process("auto", 2, 1, "-steps 600 -width 4 -type stencil_1d");
+    same_as_one_process(
+        "auto",
+        3,
+        1,
+        "-steps 500 -width 6 -type nearest -and -steps 400 -width 5 -type stencil_1d",
+    );
+}
+
+#[test]
 fn systems_that_stay_in_one_process_say_so_once() {
     let o = run(2, "-steps 4 -width 4 -system serial", &[]);
     let (_, err) = text(&o);
@@ -172,14 +186,6 @@ fn systems_that_stay_in_one_process_say_so_once() {
     assert_eq!(err.matches("error: ").count(), 1, "{err}");
     assert!(
         err.contains("-system serial runs in one process only"),
-        "{err}"
-    );
-    // Automatic tracing is not offered on ranks: said the same way.
-    let o = run(2, "-steps 4 -width 4 -system auto", &[]);
-    let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("-system auto runs in one process only"),
         "{err}"
     );
 }
@@ -202,7 +208,7 @@ fn bad_flags_are_reported_once() {
 }
 
 /// Systems that run on ranks.
-const RANK_SYSTEMS: [&str; 5] = ["bsp", "tasks", "compiled", "implicit", "traced"];
+const RANK_SYSTEMS: [&str; 6] = ["bsp", "tasks", "compiled", "implicit", "traced", "auto"];
 
 fn fault(system: &str, kind: &str, victim: usize) -> String {
     let o = run(

@@ -2,7 +2,8 @@
 //! annotations.
 //!
 //! **How it decides.** Every launch is summarised by a 64-bit hash of what a trace compares
-//! (the task's closure type, its placement, its accesses). A direct-mapped table remembers
+//! (the task's closure type, its placement, its accesses, whether it waits for an outside
+//! event — [`super::Program::launch_after`]). A direct-mapped table remembers
 //! where each hash was last seen; when a launch's hash was seen `d` launches ago, `d` becomes
 //! a candidate period (a few are followed at once, so that a launch repeated inside the period
 //! does not hide the period itself), and each following launch that equals the one a period

@@ -95,6 +95,8 @@ pub struct Program {
     workers: usize,
     /// Replayed launches since the last `relax`.
     since_relax: usize,
+    /// Launches so far.
+    launched: u64,
     id: u32,
     regions: Vec<Versions<Event>>,
     /// Tasks that no region's state keeps track of (no accesses), and trace instances.
@@ -149,6 +151,7 @@ impl Program {
             handle: handle.clone(),
             workers: handle.workers(),
             since_relax: 0,
+            launched: 0,
             id: PROGRAMS
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
                 .expect("fewer than 2^32 programs in one process"),
@@ -206,6 +209,7 @@ impl Program {
                 self.workers
             );
         }
+        self.launched += 1;
         let manual = self.traces.is_open() && self.auto.as_ref().is_none_or(|a| a.open.is_none());
         if manual {
             // The common case of a replay: compared in place with the recording (which was
@@ -241,7 +245,7 @@ impl Program {
             self.traces
                 .launch(kind, placement, &declared, job, check, None);
         } else if self.auto.is_some() {
-            self.launch_auto(kind, placement, &declared, job);
+            self.launch_auto(kind, placement, &declared, job, None);
         } else {
             check(self.id, &declared);
             self.analyse(placement, &declared, Box::new(job));
@@ -259,8 +263,9 @@ impl Program {
     ///
     /// Inside a trace the launch is recorded as waiting for "an outside event", and each
     /// execution supplies its own (a replay that launches it without one, or the other way
-    /// round, differs from the recording). With automatic tracing on, the fragment it holds
-    /// open is closed first and the launch analysed on its own.
+    /// round, differs from the recording). Automatic tracing takes it like any launch (one
+    /// after an event never matches one without): a fragment that holds it waits, at each
+    /// execution, for the event that execution's launch gave.
     ///
     /// ```
     /// use tactor::implicit::{read, write, Program};
@@ -285,15 +290,18 @@ impl Program {
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
-        self.flush();
+        self.launched += 1;
         let mut declared = std::mem::take(&mut self.declared);
         let job = declared_job(&mut declared, access, task);
         let program = self.id;
-        if self.traces.is_open() {
-            let kind = trace::TaskKind::of::<F>();
+        let kind = trace::TaskKind::of::<F>();
+        let manual = self.traces.is_open() && self.auto.as_ref().is_none_or(|a| a.open.is_none());
+        if manual {
             let check = |d: &[Declared]| check(program, d);
             self.traces
                 .launch(kind, placement, &declared, job, check, Some(after));
+        } else if self.auto.is_some() {
+            self.launch_auto(kind, placement, &declared, job, Some(after));
         } else {
             check(program, &declared);
             self.analyse_after(placement, &declared, Box::new(job), Some(after));
@@ -431,14 +439,15 @@ impl Program {
         placement: Placement,
         declared: &[Declared],
         mut job: impl FnOnce() + Send + 'static,
+        after: Option<&Event>,
     ) {
-        let hash = signature(kind.id, placement, declared);
+        let hash = signature(kind.id, placement, declared, after.is_some());
         let auto = self.auto.as_mut().expect("automatic tracing is on");
         if let Some((prediction, at)) = &mut auto.open {
             let offered = if prediction.expected[*at] == hash {
                 let program = self.id;
                 self.traces
-                    .offer(kind, placement, declared, job, |d| check(program, d))
+                    .offer(kind, placement, declared, job, |d| check(program, d), after)
             } else {
                 Err(job)
             };
@@ -467,7 +476,7 @@ impl Program {
             self.flush_auto();
         }
         check(self.id, declared);
-        self.analyse(placement, declared, Box::new(job));
+        self.analyse_after(placement, declared, Box::new(job), after);
         let auto = self.auto.as_mut().expect("automatic tracing is on");
         if let Some(prediction) = auto.detector.observe(hash, true) {
             self.traces.begin(prediction.id).expect("no trace is open");
@@ -503,8 +512,8 @@ impl Program {
             if let Some(auto) = self.auto.as_mut() {
                 auto.stats.fell_back += launches.len() as u64;
             }
-            for (placement, declared, job) in launches {
-                self.analyse(placement, &declared, job);
+            for (placement, declared, job, after) in launches {
+                self.analyse_after(placement, &declared, job, after.as_ref());
             }
         }
     }
@@ -547,6 +556,39 @@ impl Program {
     /// [`fence`](Self::fence) covers it.
     pub fn flush(&mut self) {
         self.flush_auto();
+    }
+
+    /// How many launches the program has issued to the runtime, counted from its first: all
+    /// launches but those an open trace holds (a manual trace until
+    /// [`end_trace`](Self::end_trace), a fragment automatic tracing has open until it
+    /// completes or breaks). A [`fence`](Self::fence) covers exactly these.
+    ///
+    /// A program that waits for its own earlier tasks while other programs wait for it (ranks
+    /// of a job exchanging data through [`launch_after`](Self::launch_after)) must not wait on
+    /// a fence taken after launches that are still held: another program may need them to
+    /// reach its own fence.
+    ///
+    /// ```
+    /// use tactor::implicit::{read_write, Program};
+    /// use tactor::{Placement, Runtime};
+    ///
+    /// let rt = Runtime::new(1).unwrap();
+    /// let mut p = Program::new(&rt);
+    /// let x = p.region(0u64);
+    /// p.launch(Placement::Any, read_write(&x), |x| *x += 1);
+    /// p.begin_trace(1).unwrap();
+    /// p.launch(Placement::Any, read_write(&x), |x| *x += 1);
+    /// assert_eq!((p.launched(), p.issued()), (2, 1));
+    /// p.end_trace().unwrap();
+    /// assert_eq!(p.issued(), 2);
+    /// ```
+    pub fn issued(&self) -> u64 {
+        self.launched - self.traces.held() as u64
+    }
+
+    /// How many launches the program has taken, issued or held ([`issued`](Self::issued)).
+    pub fn launched(&self) -> u64 {
+        self.launched
     }
 
     /// What automatic tracing did so far.
@@ -603,10 +645,11 @@ fn check(program: u32, declared: &[Declared]) {
 }
 
 /// The hash automatic tracing compares launches by: what a trace compares.
-fn signature(kind: TypeId, placement: Placement, declared: &[Declared]) -> u64 {
+fn signature(kind: TypeId, placement: Placement, declared: &[Declared], outside: bool) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = auto::Mixer::default();
     kind.hash(&mut h);
+    h.write_u64(u64::from(outside));
     match placement {
         Placement::Any => h.write_u64(u64::MAX),
         Placement::Worker(w) => h.write_u64(w as u64),

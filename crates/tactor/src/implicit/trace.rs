@@ -93,6 +93,9 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
+/// A launch of an abandoned replay: its placement, accesses, job and outside event.
+pub(crate) type Abandoned = (Placement, Vec<Declared>, Job, Option<Event>);
+
 /// A dependence while recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Sym {
@@ -245,6 +248,15 @@ impl Traces {
         self.recorded.len()
     }
 
+    /// Launches the open trace holds (none when no trace is open, or a replay was refused).
+    pub(crate) fn held(&self) -> usize {
+        match &self.open {
+            None => 0,
+            Some((_, Mode::Recording(r))) => r.sigs.len(),
+            Some((_, Mode::Replaying(r))) => r.jobs.len(),
+        }
+    }
+
     /// Whether the open trace is being recorded.
     pub(crate) fn is_recording(&self) -> bool {
         matches!(self.open, Some((_, Mode::Recording(_))))
@@ -260,17 +272,22 @@ impl Traces {
         declared: &[Declared],
         job: F,
         check: impl FnOnce(&[Declared]),
+        after: Option<&Event>,
     ) -> Result<(), F> {
         if matches!(self.open, Some((_, Mode::Replaying(_)))) {
-            return match self.replay_slot(kind.id, placement, false, |rec| rec == declared) {
+            let outside = after.is_some();
+            return match self.replay_slot(kind.id, placement, outside, |rec| rec == declared) {
                 Some(arena) => {
                     arena.push(job);
+                    if let (Some(e), Some((_, Mode::Replaying(r)))) = (after, &mut self.open) {
+                        r.outside.push(e.clone());
+                    }
                     Ok(())
                 }
                 None => Err(job),
             };
         }
-        self.launch(kind, placement, declared, job, check, None);
+        self.launch(kind, placement, declared, job, check, after);
         Ok(())
     }
 
@@ -298,16 +315,25 @@ impl Traces {
     }
 
     /// Closes the open replay without running it, handing back its launches (each with its
-    /// placement and accesses, as recorded and matched) for the caller to analyse.
-    pub(crate) fn abandon(&mut self) -> Vec<(Placement, Vec<Declared>, Job)> {
+    /// placement and accesses, as recorded and matched, and the outside event it waits for)
+    /// for the caller to analyse.
+    pub(crate) fn abandon(&mut self) -> Vec<Abandoned> {
         match self.open.take() {
             Some((_, Mode::Replaying(r))) => {
                 let sigs = &r.recorded.sigs;
+                let mut outside = r.outside.into_iter();
                 r.jobs
                     .into_jobs()
                     .into_iter()
                     .zip(sigs)
-                    .map(|(job, s)| (s.placement, s.accesses.clone(), job))
+                    .map(|(job, s)| {
+                        let after = s.outside.then(|| {
+                            outside
+                                .next()
+                                .expect("every matched launch after an event gave one")
+                        });
+                        (s.placement, s.accesses.clone(), job, after)
+                    })
                     .collect()
             }
             Some(open) => {

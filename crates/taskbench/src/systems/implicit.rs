@@ -22,7 +22,7 @@
 //! program's automatic tracing finds the repeating fragment (two timesteps, for the parity of
 //! the rows) and traces runs of it.
 //!
-//! On several ranks (`implicit` and `traced`) every rank runs the same program over the same
+//! On several ranks every rank runs the same program over the same
 //! regions — control replication — but launches only its own points (the block distribution
 //! over ranks, as `tasks`). The regions of other ranks' points are this rank's replicas: after
 //! timestep `t`, a launch reading the outputs another rank needs sends them in one message
@@ -32,7 +32,9 @@
 //! readers of the previous timestep ran. In `traced` the sends and receives are recorded with
 //! the chunk: each rank's trace holds its own points and its edges, and every execution
 //! hands the receives the arrival events of its own timesteps (external preconditions of the
-//! instance, seed 000's Figure 9).
+//! instance, seed 000's Figure 9). In `auto` the fragments automatic tracing finds hold them
+//! the same way; the driver then waits only behind fences made before every launch its open
+//! fragment holds (see [`behind`]).
 
 use super::on_tactor::{self, ErrorSlot};
 use super::remote::{Cut, Remote};
@@ -40,7 +42,7 @@ use super::slots::LineBuf;
 use super::team::Pass;
 use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
 use smallvec::SmallVec;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{mpsc, Arc};
 use tactor::implicit::{constant, read, read_write, write, Constant, Program, Read, Region, Write};
 use tactor::{Event, Handle, Placement};
@@ -360,6 +362,24 @@ struct Cursor {
     chunk: usize,
 }
 
+/// The driver's fences, oldest first, each with the launches the program had taken when it
+/// was made.
+type Fences = VecDeque<(Event, u64)>;
+
+/// The fence the driver relaunches behind: the oldest once [`AHEAD`] are kept, so that it
+/// issues at most that many batches (traced chunks) ahead of the execution; but only a fence
+/// made before every launch the program still holds (`issued` of them are issued). On ranks,
+/// held launches of `auto` (a fragment not yet complete) may be sends another rank needs to
+/// reach its own fence: waiting behind a later fence while holding them could leave two ranks
+/// each waiting for the other. The driver then issues on until the fragment completes.
+fn behind(fences: &mut Fences, issued: u64) -> Option<Event> {
+    while fences.len() > AHEAD && fences[1].1 <= issued {
+        fences.pop_front();
+    }
+    let (oldest, at) = fences.front()?;
+    (fences.len() >= AHEAD && *at <= issued).then(|| oldest.clone())
+}
+
 /// Issues the program from `at` on, `CHUNK` timesteps per driver task: a trace stays open
 /// across driver tasks, so that the worker running the driver also runs its share of the
 /// instance in flight between them. The driver relaunches itself behind the fence of the
@@ -369,7 +389,7 @@ fn drive(
     mut st: State,
     at: Cursor,
     style: Style,
-    fences: [Event; AHEAD],
+    fences: Fences,
     done: mpsc::Sender<Done>,
 ) {
     let traced = style == Style::Traced;
@@ -402,8 +422,8 @@ fn drive(
                 st.program.end_trace()?;
                 next.chunk += 1;
             }
-            fences.rotate_left(1);
-            fences[AHEAD - 1] = st.program.fence();
+            let fence = st.program.fence();
+            fences.push_back((fence, st.program.launched()));
         }
         Ok::<(), tactor::implicit::TraceError>(())
     })();
@@ -423,8 +443,8 @@ fn drive(
         return;
     }
     let h = handle.clone();
-    let older = fences[0].clone();
-    handle.launch(Placement::Any, &[older], move || {
+    let older = behind(&mut fences, st.program.issued());
+    handle.launch(Placement::Any, older.as_slice(), move || {
         drive(h, st, next, style, fences, done)
     });
 }
@@ -456,9 +476,7 @@ impl System for Implicit {
     }
 
     fn runs_on_ranks(&self) -> bool {
-        // `auto` would close its fragment at every receive (an outside event), so it is not
-        // offered on ranks.
-        self.style != Style::Auto
+        true
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
@@ -500,7 +518,7 @@ impl System for Implicit {
             if empty {
                 let _ = tx.send((st, Event::triggered(), None));
             } else {
-                let start = std::array::from_fn(|_| Event::triggered());
+                let start = Fences::new();
                 let at = Cursor { t: 0, chunk: 0 };
                 rt.launch(Placement::Any, &[], move || {
                     drive(h, st, at, style, start, tx)
