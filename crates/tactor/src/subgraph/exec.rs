@@ -196,7 +196,11 @@ impl<A> Cursor<A> {
             };
             out.send(g.worker_of[s as usize] as usize, m);
         }
-        for &s in &g.succ[l..b] {
+        // Pushed last to first, so that of the successors this vertex makes ready the first
+        // in builder order runs first (the ready list is a stack). A traced program's builder
+        // order is its launch order: a send launched after a producer then goes out before
+        // the producer's next step runs, instead of after it.
+        for &s in g.succ[l..b].iter().rev() {
             arrive(counters, ready, *base, s);
         }
         state.signal_posts(v);
