@@ -377,3 +377,34 @@ fn a_long_task_that_relaxes_lets_its_workers_vertices_run() {
         assert_eq!(count.load(SeqCst), n as u64);
     }
 }
+
+/// Of the successors a vertex makes ready on its worker, the first in builder order runs
+/// first: in a traced program that is launch order, so a send launched right after its
+/// producer goes out before the producer's next step (run the other way round, two ranks
+/// stopped overlapping and took turns). One worker, so the order is deterministic.
+#[test]
+fn successors_made_ready_together_run_in_builder_order() {
+    let rt = rt(1);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut b = SubgraphBuilder::<()>::new();
+    let log = |name: &'static str| {
+        let order = order.clone();
+        move |_: &()| order.lock().unwrap().push(name)
+    };
+    let producer = b.task(0, log("producer"));
+    let send = b.task(0, log("send"));
+    let other = b.task(0, log("other"));
+    let next_step = b.task(0, log("next step"));
+    for v in [send, other, next_step] {
+        b.edge(producer, v);
+    }
+    let graph = b.compile(&rt).unwrap();
+    for _ in 0..scaled(20, 2) {
+        order.lock().unwrap().clear();
+        graph.instantiate((), &[]).completion.wait().unwrap();
+        assert_eq!(
+            *order.lock().unwrap(),
+            ["producer", "send", "other", "next step"]
+        );
+    }
+}
