@@ -210,7 +210,7 @@ impl Program {
             );
         }
         self.launched += 1;
-        let manual = self.traces.is_open() && self.auto.as_ref().is_none_or(|a| a.open.is_none());
+        let manual = self.manual_trace_open();
         if manual {
             // The common case of a replay: compared in place with the recording (which was
             // checked when it was recorded), with no declaration built.
@@ -295,7 +295,7 @@ impl Program {
         let job = declared_job(&mut declared, access, task);
         let program = self.id;
         let kind = trace::TaskKind::of::<F>();
-        let manual = self.traces.is_open() && self.auto.as_ref().is_none_or(|a| a.open.is_none());
+        let manual = self.manual_trace_open();
         if manual {
             let check = |d: &[Declared]| check(program, d);
             self.traces
@@ -404,6 +404,11 @@ impl Program {
     /// How many traces have been recorded.
     pub fn recorded_traces(&self) -> usize {
         self.traces.recorded()
+    }
+
+    /// Whether a trace the program opened itself (not automatic tracing's fragment) is open.
+    fn manual_trace_open(&self) -> bool {
+        self.traces.is_open() && self.auto.as_ref().is_none_or(|a| a.open.is_none())
     }
 
     /// Analyses one launch and hands it to the task engine.

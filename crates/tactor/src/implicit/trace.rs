@@ -275,19 +275,31 @@ impl Traces {
         after: Option<&Event>,
     ) -> Result<(), F> {
         if matches!(self.open, Some((_, Mode::Replaying(_)))) {
-            let outside = after.is_some();
-            return match self.replay_slot(kind.id, placement, outside, |rec| rec == declared) {
-                Some(arena) => {
-                    arena.push(job);
-                    if let (Some(e), Some((_, Mode::Replaying(r)))) = (after, &mut self.open) {
-                        r.outside.push(e.clone());
-                    }
-                    Ok(())
-                }
-                None => Err(job),
-            };
+            return self.replay(kind, placement, declared, job, after);
         }
         self.launch(kind, placement, declared, job, check, after);
+        Ok(())
+    }
+
+    /// Takes the launch into the open replay if it is the recording's next one (with this
+    /// execution's outside event, if any); hands the job back otherwise.
+    fn replay<F: FnOnce() + Send + 'static>(
+        &mut self,
+        kind: TaskKind,
+        placement: Placement,
+        declared: &[Declared],
+        job: F,
+        after: Option<&Event>,
+    ) -> Result<(), F> {
+        let outside = after.is_some();
+        let Some(arena) = self.replay_slot(kind.id, placement, outside, |rec| rec == declared)
+        else {
+            return Err(job);
+        };
+        arena.push(job);
+        if let (Some(e), Some((_, Mode::Replaying(r)))) = (after, &mut self.open) {
+            r.outside.push(e.clone());
+        }
         Ok(())
     }
 
@@ -385,13 +397,9 @@ impl Traces {
         after: Option<&Event>,
     ) {
         let outside = after.is_some();
-        if let Some(arena) = self.replay_slot(kind.id, placement, outside, |rec| rec == declared) {
-            arena.push(job);
-            if let (Some(e), Some((_, Mode::Replaying(r)))) = (after, &mut self.open) {
-                r.outside.push(e.clone());
-            }
+        let Err(job) = self.replay(kind, placement, declared, job, after) else {
             return;
-        }
+        };
         let (id, mode) = self.open.as_mut().expect("a trace is open");
         match mode {
             Mode::Replaying(r) => {
