@@ -43,6 +43,16 @@ fn many_rounds_of_small_worlds() {
 }
 
 #[test]
+fn inline_messages_keep_their_order() {
+    let world = Loopback::world(2, 1);
+    std::thread::scope(|s| {
+        for r in &world {
+            s.spawn(move || common::ordered_burst(r, if cfg!(miri) { 30 } else { 2000 }));
+        }
+    });
+}
+
+#[test]
 fn bad_sends_are_refused() {
     let w = Loopback::world(2, 2);
     assert!(matches!(

@@ -53,3 +53,15 @@ fn three_ranks_one_channel() {
         common::exchange(&net, 2, 60);
     });
 }
+
+#[test]
+fn inline_messages_keep_their_order_past_the_posted_receives() {
+    under_mpirun(
+        "inline_messages_keep_their_order_past_the_posted_receives",
+        2,
+        || {
+            let net = MpiTransport::init(1).unwrap();
+            common::ordered_burst(&net, 2000);
+        },
+    );
+}

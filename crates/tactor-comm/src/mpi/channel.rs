@@ -81,6 +81,8 @@ struct State {
     indices: Vec<c_int>,
     /// Calls since sends and payloads were last tested.
     deferred: u32,
+    /// Header receives consumed and not posted again yet: the ones just before `head`.
+    unposted: usize,
 }
 
 /// One channel (see the crate docs). Lock-free on the send path; `progress` uses a try-lock.
@@ -139,6 +141,7 @@ impl Channel {
                 bodies: Vec::new(),
                 indices: Vec::new(),
                 deferred: 0,
+                unposted: 0,
             }),
             fresh: SegQueue::new(),
             cq: CompletionQueue::default(),
@@ -279,6 +282,7 @@ impl Channel {
         };
         let st = self.state(&lib);
         self.start_sends(st, None);
+        repost(self.comm, st);
         if self.receive_headers(st) {
             // Back to the caller with the message; sends and payloads are tested on the next
             // call, or on every 8th during a stream of arrivals (so they cannot starve).
@@ -354,7 +358,10 @@ impl Channel {
                 }
                 _ => panic!("rank {source} sent a message this layer cannot read ({n} bytes)"),
             }
-            post(self.comm, &mut st.posted[head]);
+            // Reposted on the next call, after the caller handled this message: a handler
+            // that answers (a chain, a timestep's exchange) sends before paying for the
+            // receive, as a program written on MPI would.
+            st.unposted += 1;
             st.head = (head + 1) % st.posted.len();
             true
         }
@@ -410,14 +417,27 @@ impl Channel {
             std::mem::forget(std::mem::take(&mut st.bodies));
             std::mem::forget(std::mem::take(&mut st.sends));
         }
+        repost(self.comm, st);
         for p in &mut st.posted {
-            // SAFETY: each posted receive is live; cancelling and waiting completes it, after
-            // which its buffer is no longer used by MPI.
+            // SAFETY: each posted receive is live (the consumed ones were posted again just
+            // above); cancelling and waiting completes it, after which its buffer is no
+            // longer used by MPI.
             unsafe {
                 ffi::MPI_Cancel(&mut p.req);
                 ffi::MPI_Wait(&mut p.req, ffi::RSMPI_STATUS_IGNORE);
             }
         }
+    }
+}
+
+/// Posts again the header receives consumed since the last call, oldest first: MPI matches
+/// arrivals in posting order, so the ring stays in the order `receive_headers` tests it.
+fn repost(comm: Comm, st: &mut State) {
+    let n = st.posted.len();
+    while st.unposted > 0 {
+        let slot = (st.head + n - st.unposted) % n;
+        post(comm, &mut st.posted[slot]);
+        st.unposted -= 1;
     }
 }
 

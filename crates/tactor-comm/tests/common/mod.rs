@@ -112,3 +112,52 @@ pub fn exchange(t: &dyn Transport, threads: usize, per_dest: usize) {
     let max = t.all_reduce(Reduce::Max, me as u64, &mut || true).unwrap();
     assert_eq!(max as usize, ranks - 1);
 }
+
+/// Rank 0 sends `count` inline messages, numbered, to rank 1 on channel 0 in one burst (far
+/// more than the receives a transport keeps posted) while rank 1 does not progress yet; then
+/// rank 1 checks that they arrive complete and in the order they were sent, as
+/// [`Transport::send`] promises for inline messages between two ranks on one channel.
+pub fn ordered_burst(t: &dyn Transport, count: u32) {
+    assert!(t.ranks() >= 2, "needs two ranks");
+    match t.rank() {
+        0 => {
+            for seq in 0..count {
+                let mut data = tactor_comm::buffer(4 + seq as usize % 40);
+                data.extend_from_slice(&seq.to_le_bytes());
+                data.resize(4 + seq as usize % 40, seq as u8);
+                t.send(0, 1, 5, data, None).unwrap();
+            }
+        }
+        1 => {
+            // Not progressing at first, so that the burst outruns the posted receives.
+            std::thread::sleep(std::time::Duration::from_millis(if cfg!(miri) {
+                0
+            } else {
+                30
+            }));
+            let mut next = 0u32;
+            while next < count {
+                while let Some(c) = t.poll(0) {
+                    let Completion::Received(m) = c else {
+                        panic!("no send of rank 1 asked for a completion");
+                    };
+                    assert_eq!((m.source, m.port), (0, 5));
+                    let seq = u32::from_le_bytes(m.data[..4].try_into().unwrap());
+                    assert_eq!(seq, next, "message {seq} arrived where {next} was due");
+                    assert_eq!(m.data.len(), 4 + seq as usize % 40, "message {seq} resized");
+                    assert!(
+                        m.data[4..].iter().all(|&b| b == seq as u8),
+                        "message {seq} corrupted"
+                    );
+                    next += 1;
+                }
+            }
+        }
+        _ => {}
+    }
+    // Rank 0 leaves only once its sends are out (progressing them), then everyone together.
+    while t.in_flight(0) > 0 {
+        t.progress(0);
+    }
+    t.barrier(&mut || true).unwrap();
+}
