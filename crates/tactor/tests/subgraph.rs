@@ -235,6 +235,86 @@ fn dropping_the_runtime_with_an_instance_waiting_poisons_it() {
     drop(u);
 }
 
+/// Waits for `e` on another thread, failing instead of hanging if it never triggers.
+fn wait_or_fail(e: &Event, what: &str) -> Result<(), tactor::TaskFailed> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let e = e.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(e.wait());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what}: the event never triggered"))
+}
+
+#[test]
+fn dropping_the_runtime_before_its_workers_took_an_instance_poisons_it() {
+    // Both workers are in long tasks when the instance is made, so neither has taken its part
+    // when the runtime begins to go; and a second instance is made once it has gone. Parts
+    // still on their way to a worker must be cancelled, not forgotten.
+    for _ in 0..scaled(20, 2) {
+        let rt = rt(2);
+        let mut b = SubgraphBuilder::<()>::new();
+        let pre = b.precondition();
+        let t = b.task(1, |_| ());
+        b.task(0, |_| ());
+        b.wait_for(pre, t);
+        let g = b.compile(&rt).unwrap();
+        let go = UserEvent::new();
+        let busy: Vec<Event> = (0..2)
+            .map(|w| {
+                let go = go.event();
+                rt.launch(Placement::Worker(w), &[], move || {
+                    while !go.has_triggered() {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let u = UserEvent::new();
+        let inst = g.instantiate((), &[u.event()]);
+        go.trigger().unwrap();
+        drop(rt);
+        assert!(wait_or_fail(&inst.completion, "the instance").is_err());
+        // Made after the runtime went: no worker will ever take it.
+        let late = g.instantiate((), &[Event::triggered()]);
+        assert!(wait_or_fail(&late.completion, "the late instance").is_err());
+        for e in busy {
+            let _ = wait_or_fail(&e, "a busy task");
+        }
+        drop(u);
+    }
+}
+
+#[test]
+fn an_instance_made_inside_a_task_starts_on_that_worker_at_its_next_relax() {
+    // The task that makes the instance keeps worker 0 and relaxes until the instance's vertex
+    // on worker 0 has run: the instance must start there without the task ending.
+    let rt = rt(2);
+    let ran = Arc::new(AtomicU32::new(0));
+    let mut b = SubgraphBuilder::<()>::new();
+    let r = ran.clone();
+    let a = b.task(1, |_| ());
+    let z = b.task(0, move |_| {
+        r.fetch_add(1, SeqCst);
+    });
+    b.edge(a, z);
+    let g = Arc::new(b.compile(&rt).unwrap());
+    let (g2, r) = (g.clone(), ran.clone());
+    let maker = rt.launch(Placement::Worker(0), &[], move || {
+        let _inst = g2.instantiate((), &[]);
+        let start = std::time::Instant::now();
+        while r.load(SeqCst) == 0 {
+            tactor::relax();
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "the instance's vertex on this worker never ran while its maker relaxed"
+            );
+        }
+    });
+    wait_or_fail(&maker, "the maker").unwrap();
+    assert_eq!(ran.load(SeqCst), 1);
+}
+
 #[test]
 fn a_compiled_task_may_wait_for_another_instance_on_its_own_worker() {
     // a0 (worker 0) releases instance B and waits for it. B's middle task is on worker 0

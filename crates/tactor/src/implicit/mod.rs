@@ -381,11 +381,32 @@ impl Program {
     /// Ends the open trace and runs its fragment: compiled at its first execution, replayed
     /// later. A replay that differs from the recording is an error, and none of its tasks
     /// run.
-    pub fn end_trace(&mut self) -> Result<(), TraceError> {
+    ///
+    /// Returns the event of this execution: it triggers once every task of the fragment has
+    /// finished (poisoned if one failed), whatever ran before or after it. It costs nothing
+    /// to take, unlike a [`fence`](Self::fence), which covers the whole program: a driver
+    /// that keeps a few executions in flight waits for the one before last with it.
+    ///
+    /// ```
+    /// use tactor::implicit::{read_write, Program};
+    /// use tactor::{Placement, Runtime};
+    ///
+    /// let rt = Runtime::new(2).unwrap();
+    /// let mut p = Program::new(&rt);
+    /// let x = p.region(0u64);
+    /// for _ in 0..3 {
+    ///     p.begin_trace(7).unwrap();
+    ///     p.launch(Placement::Any, read_write(&x), |x| *x += 1);
+    ///     let done = p.end_trace().unwrap();
+    ///     done.wait().unwrap();
+    /// }
+    /// assert_eq!(p.with(&x, |x| *x).unwrap(), 3);
+    /// ```
+    pub fn end_trace(&mut self) -> Result<Event, TraceError> {
         let handle = self.handle.clone();
         let instance = self.traces.end(&handle, &mut self.regions)?;
-        self.push_loose(instance);
-        Ok(())
+        self.push_loose(instance.clone());
+        Ok(instance)
     }
 
     /// Runs `body` as trace `id` ([`begin_trace`](Self::begin_trace), the body,

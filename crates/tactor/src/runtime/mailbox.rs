@@ -33,6 +33,9 @@ pub(crate) trait Resident {
     fn cancel(&self);
 }
 
+/// A resident on its way to its worker (see [`Rings::push_activation`]).
+pub(crate) type Pending = Box<dyn Resident + Send>;
+
 /// Slots per ring.
 pub(crate) const RING: u32 = 256;
 
@@ -104,6 +107,10 @@ pub(crate) struct Rings {
     /// `from * workers + to`.
     channels: Box<[Channel]>,
     external: Box<[CachePadded<Injector<Msg>>]>,
+    /// Per worker, residents to register: polled with the rings, so that an instance starts
+    /// on a busy worker as soon as its mailbox is polled (by [`crate::relax`] too), not when
+    /// the task that runs there ends.
+    activations: Box<[CachePadded<Injector<Pending>>]>,
     ids: Mutex<Ids>,
 }
 
@@ -131,6 +138,9 @@ impl Rings {
             external: (0..workers)
                 .map(|_| CachePadded::new(Injector::new()))
                 .collect(),
+            activations: (0..workers)
+                .map(|_| CachePadded::new(Injector::new()))
+                .collect(),
             ids: Mutex::new(Ids::default()),
         })
     }
@@ -142,6 +152,20 @@ impl Rings {
     /// Queues a message for worker `w` from outside the workers (the caller wakes `w`).
     pub(crate) fn push_external(&self, w: usize, m: Msg) {
         self.external[w].push(m);
+    }
+
+    /// Queues `r` for registration on worker `w` (the caller wakes `w`).
+    pub(crate) fn push_activation(&self, w: usize, r: Pending) {
+        self.activations[w].push(r);
+    }
+
+    /// Shutdown: cancels the residents no worker registered.
+    pub(crate) fn cancel_activations(&self) {
+        for q in self.activations.iter() {
+            while let Some(r) = super::worker::steal(|| q.steal()) {
+                r.cancel();
+            }
+        }
     }
 
     pub(crate) fn take_id(&self) -> u32 {
@@ -180,6 +204,32 @@ impl Outbox<'_> {
 }
 
 impl Table {
+    /// Registers the resident of an instance on this worker.
+    fn activate(&mut self, mut resident: Box<dyn Resident>) {
+        let id = resident.id();
+        match std::mem::take(self.entry(id)) {
+            Entry::Early(early) => {
+                for v in early {
+                    resident.arrive(v);
+                }
+            }
+            Entry::Vacant => self.live += 1,
+            Entry::Active(_) => unreachable!("instance {id} activated twice on a worker"),
+        }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.residents[s as usize] = Some(resident);
+                s
+            }
+            None => {
+                self.residents.push(Some(resident));
+                self.residents.len() as u32 - 1
+            }
+        };
+        *self.entry(id) = Entry::Active(slot);
+        self.runnable.push(slot);
+    }
+
     fn entry(&mut self, id: u32) -> &mut Entry {
         let i = id as usize;
         if i >= self.index.len() {
@@ -232,34 +282,6 @@ impl Mailbox {
         self.table.borrow().live > 0 || !self.send.borrow().backlog.is_empty()
     }
 
-    /// Registers the resident of an instance on this worker.
-    pub(crate) fn activate(&self, mut resident: Box<dyn Resident>) {
-        let mut t = self.table.borrow_mut();
-        let t = &mut *t;
-        let id = resident.id();
-        match std::mem::take(t.entry(id)) {
-            Entry::Early(early) => {
-                for v in early {
-                    resident.arrive(v);
-                }
-            }
-            Entry::Vacant => t.live += 1,
-            Entry::Active(_) => unreachable!("instance {id} activated twice on a worker"),
-        }
-        let slot = match t.free.pop() {
-            Some(s) => {
-                t.residents[s as usize] = Some(resident);
-                s
-            }
-            None => {
-                t.residents.push(Some(resident));
-                t.residents.len() as u32 - 1
-            }
-        };
-        *t.entry(id) = Entry::Active(slot);
-        t.runnable.push(slot);
-    }
-
     /// Moves messages into residents: from the rings of the other workers, from the external
     /// queue, and those that found a ring full earlier.
     fn receive(&self) {
@@ -274,6 +296,12 @@ impl Mailbox {
         }
         let mut t = self.table.borrow_mut();
         let t = &mut *t;
+        let act = &rings.activations[me];
+        if !act.is_empty() {
+            while let Some(r) = super::worker::steal(|| act.steal()) {
+                t.activate(r);
+            }
+        }
         for from in (0..t.heads.len()).filter(|&f| f != me) {
             let ch = rings.channel(from, me);
             while let Some(m) = ch.try_recv(&mut t.heads[from]) {
@@ -299,6 +327,7 @@ impl Mailbox {
                 .filter(|&f| f != me)
                 .all(|f| !rings.channel(f, me).ready(t.heads[f]))
             && rings.external[me].is_empty()
+            && rings.activations[me].is_empty()
     }
 
     /// Delivers messages and runs ready residents until none is ready, or `POLL_BUDGET` residents
@@ -358,6 +387,10 @@ impl Mailbox {
         for a in residents.into_iter().flatten() {
             a.cancel();
         }
+        let act = &self.rings.activations[self.me];
+        while let Some(r) = super::worker::steal(|| act.steal()) {
+            r.cancel();
+        }
     }
 }
 
@@ -382,7 +415,9 @@ impl Source for Mailbox {
     }
 
     fn has_work(&self) -> bool {
-        self.in_flight() || !self.rings.external[self.me].is_empty()
+        self.in_flight()
+            || !self.rings.external[self.me].is_empty()
+            || !self.rings.activations[self.me].is_empty()
     }
 
     /// Shutdown: cancels every instance with a resident here.

@@ -11,9 +11,8 @@ pub(crate) mod task;
 mod worker;
 
 pub(crate) use channel::Msg;
-pub(crate) use mailbox::{Outbox, Resident};
+pub(crate) use mailbox::{Outbox, Pending, Resident};
 pub use task::Placement;
-pub(crate) use worker::activate;
 
 use crate::event::Event;
 use crate::sync::{AtomicBool, Ordering};
@@ -67,6 +66,7 @@ impl Shared {
                 t.cancel();
             }
         }
+        self.rings.cancel_activations();
     }
 }
 
@@ -362,6 +362,18 @@ impl Handle {
     pub(crate) fn send_external(&self, w: usize, m: Msg) {
         self.shared.rings.push_external(w, m);
         self.shared.idle.wake_worker(w);
+    }
+
+    /// Registers `resident` on worker `w` the next time `w` polls its mailbox; cancels it if
+    /// the runtime has shut down (or does so before `w` gets to it).
+    pub(crate) fn activate_on(&self, w: usize, resident: Pending) {
+        let shared = &self.shared;
+        shared.rings.push_activation(w, resident);
+        shared.idle.wake_worker(w);
+        // As for tasks (`after_push`): the final drain may have run before this push.
+        if shared.closed.load(Ordering::SeqCst) {
+            shared.rings.cancel_activations();
+        }
     }
 
     #[track_caller]

@@ -119,13 +119,12 @@ impl Source for External {
     fn cancel(&self) {}
 }
 
-/// The sources of worker `w`, and its compiled-subgraph mailbox (which instance activations
-/// reach directly).
+/// The sources of worker `w`: the pollers, then its compiled-subgraph mailbox.
 pub(crate) fn for_worker(
     rings: &Arc<Rings>,
     pollers: &[Arc<dyn Poller>],
     w: usize,
-) -> (Rc<Mailbox>, Vec<Rc<dyn Source>>) {
+) -> Vec<Rc<dyn Source>> {
     let mailbox = Rc::new(Mailbox::new(rings.clone(), w));
     // Pollers first: what they find often goes to the mailbox (an instance's external
     // precondition), which then runs it in the same pass.
@@ -138,6 +137,6 @@ pub(crate) fn for_worker(
             }) as Rc<dyn Source>
         })
         .collect();
-    sources.push(mailbox.clone());
-    (mailbox, sources)
+    sources.push(mailbox);
+    sources
 }

@@ -1,7 +1,6 @@
 //! A worker thread: where it looks for work, how it idles, and how it leaves at shutdown.
 
 use super::frames;
-use super::mailbox::{Mailbox, Resident};
 use super::source::{self, Polled, Source};
 use super::task::{Placement, TaskNode};
 use super::Shared;
@@ -24,9 +23,8 @@ pub(crate) struct WorkerCtx {
     deque: Worker<Task>,
     /// Tasks placed on this worker by itself: never stolen, so no atomics needed.
     pinned: RefCell<VecDeque<Task>>,
-    /// The compiled-subgraph instances in flight on this worker, and their messages.
-    mailbox: Rc<Mailbox>,
-    /// Every source of work this worker polls ([`source`]), the mailbox among them.
+    /// Every source of work this worker polls ([`source`]): the mailbox of the
+    /// compiled-subgraph instances in flight on this worker, and the pollers.
     sources: Vec<Rc<dyn Source>>,
 }
 
@@ -147,17 +145,14 @@ pub(crate) fn steal<T>(mut f: impl FnMut() -> Steal<T>) -> Option<T> {
 }
 
 /// While compiled work is in flight, a worker looks at its task queues once every this many
-/// polls of its mailboxes, busy or not: compiled work must not starve tasks (among them the
-/// activations of other instances, whose vertices would otherwise wait for this instance to
-/// end).
+/// polls of its mailboxes, busy or not: compiled work must not starve tasks.
 const QUEUE_LOOK_EVERY: u32 = 16;
 
 /// The body of worker thread `index`.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     shared.idle.register(index, sync::current());
-    let (mailbox, sources) = source::for_worker(&shared.rings, &shared.pollers, index);
+    let sources = source::for_worker(&shared.rings, &shared.pollers, index);
     let ctx = WorkerCtx {
-        mailbox,
         sources,
         shared,
         index,
@@ -299,13 +294,4 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
 /// Polls the calling worker's sources once from inside a task (`crate::relax`).
 pub(crate) fn relax() -> bool {
     with_current(|ctx| ctx.is_some_and(|ctx| ctx.poll_sources() != Polled::Nothing))
-}
-
-/// Registers a subgraph instance with the calling worker (run by the instance's activation
-/// task, placed on that worker).
-pub(crate) fn activate(resident: Box<dyn Resident>) {
-    with_current(|ctx| {
-        let ctx = ctx.expect("activations run on workers");
-        ctx.mailbox.activate(resident);
-    })
 }

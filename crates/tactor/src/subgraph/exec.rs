@@ -11,7 +11,7 @@ use super::compile::Compiled;
 use crate::countdown::Outcome;
 use crate::event::{Event, Notify};
 use crate::failure::{panic_message, Cause, Failure, TaskLabel};
-use crate::runtime::{Handle, Msg, Outbox, Placement, Resident};
+use crate::runtime::{Handle, Msg, Outbox, Resident};
 use crate::sync::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::{Arc, Mutex};
@@ -285,18 +285,6 @@ impl<A: Send + Sync + 'static> Notify for FinishWhen<A> {
     }
 }
 
-/// Starts an instance's resident on its worker; cancels the instance if dropped unrun (the
-/// runtime shut down before the worker got to it).
-struct Activation<A>(Option<Arc<State<A>>>);
-
-impl<A> Drop for Activation<A> {
-    fn drop(&mut self) {
-        if let Some(s) = self.0.take() {
-            s.cancel();
-        }
-    }
-}
-
 #[track_caller]
 pub(crate) fn instantiate<A: Send + Sync + 'static>(
     graph: &Arc<Compiled<A>>,
@@ -330,11 +318,7 @@ pub(crate) fn instantiate<A: Send + Sync + 'static>(
         }));
     }
     for &w in &graph.workers_used {
-        let mut act = Activation(Some(state.clone()));
-        handle.launch(Placement::Worker(w), &[], move || {
-            let state = act.0.take().expect("activated once");
-            crate::runtime::activate(Box::new(Cursor::new(state, w)));
-        });
+        handle.activate_on(w, Box::new(Cursor::new(state.clone(), w)));
     }
     out
 }

@@ -398,73 +398,83 @@ fn behind(fences: &mut Fences, issued: u64) -> Option<Event> {
     (fences.len() >= AHEAD && *at <= issued).then(|| oldest.clone())
 }
 
-/// Issues the program from `at` on, `CHUNK` timesteps per driver task: a trace stays open
-/// across driver tasks, so that the worker running the driver also runs its share of the
-/// instance in flight between them. The driver relaunches itself behind the fence of the
-/// batch (or traced chunk) before the last one.
+/// Issues the program from `at` on. `implicit` and `auto` issue `CHUNK` timesteps per driver
+/// task, and relaunch the driver behind the fence of the batch before last. `traced` issues
+/// chunk after chunk in one task, relaxing (its worker runs its share of the instances in
+/// flight meanwhile), and waits only when it is `AHEAD` chunks ahead of the execution.
 fn drive(
     handle: Handle,
     mut st: State,
     at: Cursor,
     style: Style,
-    fences: Fences,
+    mut fences: Fences,
     done: mpsc::Sender<Done>,
 ) {
     let traced = style == Style::Traced;
-    let mut next = at;
-    let mut fences = fences;
-    let result = (|| {
-        let to = if traced {
-            let (t0, len, id) = st.chunks[at.chunk];
-            if at.t == t0 {
-                st.program.begin_trace(id)?;
+    let mut at = at;
+    loop {
+        let mut next = at;
+        let result = (|| {
+            let to = if traced {
+                let (t0, len, id) = st.chunks[at.chunk];
+                if at.t == t0 {
+                    st.program.begin_trace(id)?;
+                }
+                (at.t + TRACED_SLICE).min(t0 + len)
+            } else {
+                (at.t + CHUNK).min(st.steps)
+            };
+            for t in at.t..to {
+                st.timestep(t, style != Style::Plain);
             }
-            (at.t + TRACED_SLICE).min(t0 + len)
-        } else {
-            (at.t + CHUNK).min(st.steps)
-        };
-        for t in at.t..to {
-            st.timestep(t, style != Style::Plain);
-        }
-        next.t = to;
-        // A fence merges every region's state (a subscription per event): `implicit` and
-        // `auto` take one every FENCE_EVERY batches, `traced` one per chunk.
-        let chunk_ends = if traced {
-            let (t0, len, _) = st.chunks[at.chunk];
-            to == t0 + len
-        } else {
-            (to / CHUNK) % FENCE_EVERY == 0
-        };
-        if chunk_ends {
+            next.t = to;
+            // A fence merges every region's state (a subscription per event): `implicit` and
+            // `auto` take one every FENCE_EVERY batches. `traced` keeps the event of each
+            // chunk's execution instead, which costs nothing (all it launches is in chunks).
             if traced {
-                st.program.end_trace()?;
-                next.chunk += 1;
+                let (t0, len, _) = st.chunks[at.chunk];
+                if to == t0 + len {
+                    let executed = st.program.end_trace()?;
+                    next.chunk += 1;
+                    fences.push_back((executed, st.program.launched()));
+                }
+            } else if (to / CHUNK) % FENCE_EVERY == 0 {
+                let fence = st.program.fence();
+                fences.push_back((fence, st.program.launched()));
             }
+            Ok::<(), tactor::implicit::TraceError>(())
+        })();
+        if let Err(e) = result {
             let fence = st.program.fence();
-            fences.push_back((fence, st.program.launched()));
+            let _ = done.send((st, fence, Some(e.to_string())));
+            return;
         }
-        Ok::<(), tactor::implicit::TraceError>(())
-    })();
-    if let Err(e) = result {
-        let fence = st.program.fence();
-        let _ = done.send((st, fence, Some(e.to_string())));
+        if next.t >= st.steps || st.ctx.error.failed() {
+            st.program.flush();
+            let fence = st.program.fence();
+            // Waiting here suspends this task, not the worker: the program goes back when the
+            // pass has ended, so the thread that started it wakes once, as for the other
+            // systems (a second wake-up, mid-pass, cost a tail of up to 0.3 ms at METG sizes).
+            let _ = fence.wait();
+            let _ = done.send((st, fence, None));
+            return;
+        }
+        let older = behind(&mut fences, st.program.issued());
+        // `traced` goes on in this task while it need not wait: everything it issues runs in
+        // compiled instances, which start and run on this worker at its `relax` calls. A new
+        // driver task per chunk cost a few microseconds of a worker that bounds the pass.
+        // The others hand the worker back between batches: their analysed tasks run from
+        // the worker's task queues, which only the end of this task lets it reach.
+        if traced && older.as_ref().is_none_or(Event::has_triggered) {
+            at = next;
+            continue;
+        }
+        let h = handle.clone();
+        handle.launch(Placement::Any, older.as_slice(), move || {
+            drive(h, st, next, style, fences, done)
+        });
         return;
     }
-    if next.t >= st.steps || st.ctx.error.failed() {
-        st.program.flush();
-        let fence = st.program.fence();
-        // Waiting here suspends this task, not the worker: the program goes back when the
-        // pass has ended, so the thread that started it wakes once, as for the other
-        // systems (a second wake-up, mid-pass, cost a tail of up to 0.3 ms at METG sizes).
-        let _ = fence.wait();
-        let _ = done.send((st, fence, None));
-        return;
-    }
-    let h = handle.clone();
-    let older = behind(&mut fences, st.program.issued());
-    handle.launch(Placement::Any, older.as_slice(), move || {
-        drive(h, st, next, style, fences, done)
-    });
 }
 
 impl System for Implicit {
