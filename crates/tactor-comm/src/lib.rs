@@ -144,3 +144,36 @@ pub fn connect(channels: usize, size: usize, program: &str) -> Result<Box<dyn Tr
         ))
     }
 }
+
+/// [`connect`] for a process that is one thread all along: MPI then runs at
+/// `MPI_THREAD_SINGLE` ([`mpi::MpiTransport::init_one_thread`], without the MPI library's
+/// internal locks).
+///
+/// # Safety
+///
+/// No other thread may exist while it connects, and only the calling thread may ever use the
+/// transport.
+///
+/// ```
+/// # #[cfg(not(feature = "mpi"))]
+/// // SAFETY: this example's thread is the only one.
+/// assert!(unsafe { tactor_comm::connect_one_thread(1, 2, "demo") }.is_err());
+/// ```
+pub unsafe fn connect_one_thread(
+    channels: usize,
+    size: usize,
+    program: &str,
+) -> Result<Box<dyn Transport>, String> {
+    #[cfg(feature = "mpi")]
+    {
+        let _ = (size, program);
+        // SAFETY: passed on from this function's contract.
+        unsafe { mpi::MpiTransport::init_one_thread(channels) }
+            .map(|t| Box::new(t) as Box<dyn Transport>)
+            .map_err(|e| format!("could not start MPI: {e}"))
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        connect(channels, size, program)
+    }
+}

@@ -246,7 +246,11 @@ fn join_ranks(
         ))
         .once());
     }
-    let c = Cluster::join(cfg.workers)
+    let one_thread = system.one_thread_on_ranks(cfg.workers);
+    // SAFETY: a system that runs on one thread with these workers says so, and nothing of
+    // this command starts a thread before or beside it (the `metg` driver, which does, never
+    // runs under a launcher).
+    let c = unsafe { Cluster::join(cfg.workers, one_thread) }
         .map_err(|e| Failure::run(e).once())?
         .expect("launched on several ranks");
     let widest = app.graphs.iter().map(|g| g.max_width).max().unwrap_or(0);

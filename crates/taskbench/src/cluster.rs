@@ -87,11 +87,22 @@ pub fn local_ranks() -> usize {
 impl Cluster {
     /// Joins the job this process was launched into, with a channel per worker (at most
     /// four). `Ok(None)` when the process runs on its own or as the only rank.
-    pub fn join(workers: usize) -> Result<Option<Arc<Cluster>>, String> {
+    ///
+    /// # Safety
+    ///
+    /// With `one_thread`, the caller promises that the calling thread is and stays the only
+    /// one of the process (MPI then runs at `MPI_THREAD_SINGLE`, without its locks).
+    pub unsafe fn join(workers: usize, one_thread: bool) -> Result<Option<Arc<Cluster>>, String> {
         let Some((size, _)) = several_ranks() else {
             return Ok(None);
         };
-        let net = start(workers.clamp(1, MAX_CHANNELS), size)?;
+        let channels = workers.clamp(1, MAX_CHANNELS);
+        let net = if one_thread {
+            // SAFETY: passed on from this function's contract.
+            unsafe { tactor_comm::connect_one_thread(channels, size, "taskbench") }?
+        } else {
+            start(channels, size)?
+        };
         let cluster = Arc::new(Cluster {
             net,
             failed: AtomicUsize::new(0),

@@ -67,6 +67,8 @@ struct Handles {
 // SAFETY: `MpiTransport::init` only returns once `MPI_THREAD_SERIALIZED` (or more) was granted,
 // under which any thread may call MPI on these handles, one at a time: every call is made
 // under the library lock (`MpiTransport::lib`), or before other threads exist (init, drop).
+// `init_one_thread` (`MPI_THREAD_SINGLE`) leaves that to its caller, who promised that no
+// other thread uses them.
 unsafe impl Send for Handles {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Handles {}
@@ -74,12 +76,30 @@ unsafe impl Sync for Handles {}
 impl MpiTransport {
     /// Initialises MPI at `MPI_THREAD_SERIALIZED` with `channels` channels (at least 1).
     pub fn init(channels: usize) -> Result<MpiTransport, CommError> {
+        Self::init_at(channels, Threading::Serialized)
+    }
+
+    /// [`MpiTransport::init`] for a process in which the calling thread is the only one: MPI
+    /// runs at `MPI_THREAD_SINGLE`, which Open MPI serves without its internal locks.
+    /// Measured here (two ranks exchanging 40 bytes with `Irecv`/`Isend`/`Waitall`, 200 000
+    /// times, two alternated runs): 190 ns an exchange at `SINGLE`, 222 at `SERIALIZED`.
+    ///
+    /// # Safety
+    ///
+    /// No other thread of the process may exist while MPI is initialised, and only the
+    /// calling thread may use the transport (MPI's rule for `MPI_THREAD_SINGLE`: the library
+    /// takes no precaution for a second thread).
+    pub unsafe fn init_one_thread(channels: usize) -> Result<MpiTransport, CommError> {
+        Self::init_at(channels, Threading::Single)
+    }
+
+    fn init_at(channels: usize, wanted: Threading) -> Result<MpiTransport, CommError> {
         eager_shared_memory();
-        let (universe, level) = mpi::initialize_with_threading(Threading::Serialized)
+        let (universe, level) = mpi::initialize_with_threading(wanted)
             .ok_or_else(|| CommError::Init("MPI was already initialised".into()))?;
-        if !matches!(level, Threading::Serialized | Threading::Multiple) {
+        if (level as i32) < (wanted as i32) {
             return Err(CommError::Init(format!(
-                "the MPI library grants thread level {level:?}; Tactor needs Serialized"
+                "the MPI library grants thread level {level:?}; Tactor needs {wanted:?}"
             )));
         }
         let lib: Lib = Default::default();

@@ -90,6 +90,12 @@ pub trait System: Send + Sync {
     fn runs_on_ranks(&self) -> bool {
         false
     }
+    /// Whether, with `workers` workers on a rank, the system runs on the calling thread alone
+    /// (no thread started, none besides it ever using the network): the network can then
+    /// skip the MPI library's locks ([`crate::cluster::Cluster::join`]).
+    fn one_thread_on_ranks(&self, _workers: usize) -> bool {
+        false
+    }
 }
 
 /// Building blocks of [`System::memory`] estimates.

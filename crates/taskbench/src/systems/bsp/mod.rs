@@ -14,6 +14,7 @@
 //! [`exchange`]).
 
 mod exchange;
+mod lists;
 mod ranks;
 
 use super::slots::Slots;
@@ -22,6 +23,7 @@ use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use crate::cluster::Fault;
 use crossbeam_utils::CachePadded;
 use exchange::{Exchange, Held};
+use lists::{Cached, Classes};
 use std::sync::atomic::{AtomicI64, Ordering};
 use taskbench_core::app::{App, Placement};
 use taskbench_core::kernel::new_scratch;
@@ -113,21 +115,15 @@ impl Graph {
 }
 
 /// A worker's private state: scratch per owned point per graph and, on several ranks, the
-/// messages that arrived for it and reusable lists ([`ranks`]).
+/// messages that arrived for it and what it receives and sends per class of timesteps
+/// ([`ranks`], [`lists`]).
 struct WorkerState {
     scratch: Vec<Vec<Vec<u8>>>,
     held: Held,
-    /// Per graph: the points of other ranks this timestep reads, ascending, and where each
-    /// one's output is (message, byte offset).
-    remote: Vec<Vec<i64>>,
-    at: Vec<Vec<(usize, usize)>>,
-    /// The source workers of this timestep's messages, ascending; `arrived[m]` came from
-    /// `sources[m]`, and `ends[m]` is its expected (length, output count).
-    sources: Vec<u32>,
-    ends: Vec<(usize, u32)>,
+    inputs: Cached<ranks::Inputs>,
+    /// This timestep's messages, in the order of the current inputs' sources.
     arrived: Vec<Vec<u8>>,
-    /// (destination worker, graph, point) of the outputs to send.
-    sends: Vec<(i64, usize, i64)>,
+    sends: Cached<ranks::Sends>,
 }
 
 impl System for Bsp {
@@ -147,6 +143,11 @@ impl System for Bsp {
 
     fn runs_on_ranks(&self) -> bool {
         true
+    }
+
+    /// Worker 0 is the calling thread; with one worker no other is started.
+    fn one_thread_on_ranks(&self, workers: usize) -> bool {
+        workers == 1
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
@@ -173,6 +174,12 @@ impl System for Bsp {
             .map(|g| g.plan.graph().timesteps)
             .max()
             .unwrap_or(0);
+        let classes = if exchange.is_some() {
+            let plans: Vec<&Plan> = graphs.iter().map(|g| &g.plan).collect();
+            Classes::new(&plans, steps)
+        } else {
+            Classes::new(&[], 0)
+        };
         let init = |w: usize| WorkerState {
             scratch: graphs
                 .iter()
@@ -187,18 +194,16 @@ impl System for Bsp {
                 })
                 .collect(),
             held: Held::default(),
-            remote: vec![Vec::new(); graphs.len()],
-            at: vec![Vec::new(); graphs.len()],
-            sources: Vec::new(),
-            ends: Vec::new(),
+            inputs: Cached::new(classes.counts().0),
             arrived: Vec::new(),
-            sends: Vec::new(),
+            sends: Cached::new(classes.counts().1),
         };
         let net = exchange.as_ref().map(|e| e as &dyn Net);
         let times = run_passes(net, n, 2, cfg.pin, init, |st, w, pass, team| {
             for t in 0..steps {
                 if let Some(ex) = &exchange {
-                    if ranks::gather(ex, st, &graphs, place, (pass, t, w), team).is_err() {
+                    let lists = (graphs.as_slice(), &classes);
+                    if ranks::gather(ex, st, lists, place, (pass, t, w), team).is_err() {
                         return;
                     }
                 }
@@ -220,7 +225,13 @@ impl System for Bsp {
                     let (row, prev) =
                         (&gr.rows[(t % 2) as usize], &gr.rows[((t + 1) % 2) as usize]);
                     let bytes = g.output_bytes_per_task;
-                    let (remote, at, arrived) = (&st.remote[gi], &st.at[gi], &st.arrived);
+                    let inputs = st.inputs.current();
+                    let (remote, at, arrived) = (&inputs.remote, &inputs.at, &st.arrived);
+                    // One process: no inputs from elsewhere (nothing was gathered).
+                    let (remote, at) = match (remote.get(gi), at.get(gi)) {
+                        (Some(r), Some(a)) => (r.as_slice(), a.as_slice()),
+                        _ => (&[][..], &[][..]),
+                    };
                     let first = gr.mine[w].0;
                     for p in ranks::active(gr, w, t) {
                         // SAFETY: only this worker (the owner of `p`) writes slot `p`; the readers
@@ -254,7 +265,8 @@ impl System for Bsp {
                         panic!("injected fault (TASKBENCH_FAULT)");
                     }
                     let corrupt = fault == Some(Fault::Corrupt);
-                    ranks::scatter(ex, st, &graphs, place, (pass, t, w), corrupt);
+                    let lists = (graphs.as_slice(), &classes);
+                    ranks::scatter(ex, st, lists, place, (pass, t, w), corrupt);
                 }
             }
         })?;

@@ -10,6 +10,7 @@
 //! Task Bench's validation checks every output.
 
 use super::exchange::{self, Exchange, Header, Key};
+use super::lists::Classes;
 use super::{Graph, Place, WorkerState};
 use crate::cluster::PORT_BSP;
 use crate::systems::team::{Team, NET_POLLS_BEFORE_BACKOFF};
@@ -25,20 +26,23 @@ pub fn active(gr: &Graph, w: usize, t: i64) -> std::ops::Range<i64> {
     first.max(plan.offset(t))..end.min(plan.offset(t) + plan.width(t))
 }
 
-/// Gathers the inputs of timestep `t` that come from other ranks into `st` (`remote`, `at`,
-/// `arrived`). `Err` when the run stops (the team knows why).
-pub fn gather(
-    ex: &Exchange,
-    st: &mut WorkerState,
-    graphs: &[Graph],
-    place: Place,
-    (pass, t, w): (usize, i64, usize),
-    team: &Team,
-) -> Result<(), ()> {
-    st.arrived.clear();
-    st.sources.clear();
+/// What a worker receives before a timestep: per graph, the points of other ranks it reads,
+/// ascending, and where each one's output is (message, byte offset); the source workers of
+/// the messages, ascending, and each message's expected (length, output count).
+#[derive(Default)]
+pub struct Inputs {
+    pub remote: Vec<Vec<i64>>,
+    pub at: Vec<Vec<(usize, usize)>>,
+    sources: Vec<u32>,
+    ends: Vec<(usize, u32)>,
+}
+
+fn inputs_of(l: &mut Inputs, graphs: &[Graph], place: Place, t: i64, w: usize) {
+    l.remote.resize_with(graphs.len(), Vec::new);
+    l.at.resize_with(graphs.len(), Vec::new);
+    l.sources.clear();
     for (gi, gr) in graphs.iter().enumerate() {
-        let remote = &mut st.remote[gi];
+        let remote = &mut l.remote[gi];
         remote.clear();
         for p in active(gr, w, t) {
             remote.extend(
@@ -51,37 +55,49 @@ pub fn gather(
         }
         remote.sort_unstable();
         remote.dedup();
-        st.sources
+        l.sources
             .extend(remote.iter().map(|&d| gr.owner[d as usize]));
     }
-    if st.sources.is_empty() {
-        return Ok(());
-    }
-    st.sources.sort_unstable();
-    st.sources.dedup();
+    l.sources.sort_unstable();
+    l.sources.dedup();
     // Where each remote input sits: graph by graph, point by point, in its source's message.
-    st.ends.clear();
-    st.ends.resize(st.sources.len(), (exchange::HEADER, 0));
+    l.ends.clear();
+    l.ends.resize(l.sources.len(), (exchange::HEADER, 0));
     for (gi, gr) in graphs.iter().enumerate() {
         let bytes = gr.plan.graph().output_bytes_per_task;
-        let at = &mut st.at[gi];
+        let at = &mut l.at[gi];
         at.clear();
-        for &d in &st.remote[gi] {
-            let m = st
+        for &d in &l.remote[gi] {
+            let m = l
                 .sources
                 .binary_search(&gr.owner[d as usize])
                 .expect("every source is listed");
-            let (end, count) = &mut st.ends[m];
+            let (end, count) = &mut l.ends[m];
             at.push((m, *end));
             *end += bytes;
             *count += 1;
         }
     }
-    for m in 0..st.sources.len() {
-        let src = st.sources[m];
+}
+
+/// Gathers the inputs of timestep `t` that come from other ranks into `st` (`inputs`,
+/// `arrived`). `Err` when the run stops (the team knows why).
+pub fn gather(
+    ex: &Exchange,
+    st: &mut WorkerState,
+    (graphs, classes): (&[Graph], &Classes),
+    place: Place,
+    (pass, t, w): (usize, i64, usize),
+    team: &Team,
+) -> Result<(), ()> {
+    st.arrived.clear();
+    st.inputs
+        .select(classes.gather(t), |l| inputs_of(l, graphs, place, t, w));
+    let l = st.inputs.current();
+    for (m, &src) in l.sources.iter().enumerate() {
         let key: Key = (pass as u32, t - 1, src);
         let (h, msg) = wait(ex, &mut st.held, w, &key, team)?;
-        let (end, count) = st.ends[m];
+        let (end, count) = l.ends[m];
         if h.count != count || msg.len() != end {
             team.fail_with(RunError::Runtime(format!(
                 "bsp: worker {} expected {count} outputs of timestep {} from worker {src} ({end} bytes), got a message with {} ({} bytes)",
@@ -132,37 +148,49 @@ fn wait(
     }
 }
 
+/// (destination worker, graph, point) of the outputs a worker sends after a timestep,
+/// destination by destination.
+#[derive(Default)]
+pub struct Sends(Vec<(i64, usize, i64)>);
+
+fn sends_of(l: &mut Sends, graphs: &[Graph], place: Place, t: i64, w: usize) {
+    let sends = &mut l.0;
+    sends.clear();
+    for (gi, gr) in graphs.iter().enumerate() {
+        for q in active(gr, w, t) {
+            for &p in gr.plan.rdeps(t + 1, q) {
+                let o = i64::from(gr.owner[p as usize]);
+                if place.local(o).is_none() {
+                    sends.push((o, gi, q));
+                }
+            }
+        }
+    }
+    sends.sort_unstable();
+    sends.dedup();
+}
+
 /// Sends the outputs of timestep `t` that workers on other ranks read at `t + 1`: one message
 /// per destination worker, on the channel of the destination's local index. With `corrupt`,
 /// one byte of the first output sent is flipped (an injected fault).
 pub fn scatter(
     ex: &Exchange,
     st: &mut WorkerState,
-    graphs: &[Graph],
+    (graphs, classes): (&[Graph], &Classes),
     place: Place,
     (pass, t, w): (usize, i64, usize),
     corrupt: bool,
 ) {
-    st.sends.clear();
-    for (gi, gr) in graphs.iter().enumerate() {
-        for q in active(gr, w, t) {
-            for &p in gr.plan.rdeps(t + 1, q) {
-                let o = i64::from(gr.owner[p as usize]);
-                if place.local(o).is_none() {
-                    st.sends.push((o, gi, q));
-                }
-            }
-        }
-    }
-    if st.sends.is_empty() {
+    st.sends
+        .select(classes.scatter(t), |l| sends_of(l, graphs, place, t, w));
+    let sends = &st.sends.current().0;
+    if sends.is_empty() {
         return;
     }
-    st.sends.sort_unstable();
-    st.sends.dedup();
     let cluster = ex.cluster();
     let (channels, workers) = (cluster.channels(), place.all.workers);
     let me = place.global(w) as u32;
-    for group in st.sends.chunk_by(|a, b| a.0 == b.0) {
+    for group in sends.chunk_by(|a, b| a.0 == b.0) {
         let dest = group[0].0;
         let bytes: usize = group
             .iter()
