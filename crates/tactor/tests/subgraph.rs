@@ -218,15 +218,20 @@ fn a_poisoned_precondition_poisons_the_instance() {
     );
 }
 
-#[test]
-fn dropping_the_runtime_with_an_instance_waiting_poisons_it() {
-    let rt = rt(2);
+/// Two tasks on workers 1 and 0, the first after a precondition.
+fn waiting_pair(rt: &Runtime) -> tactor::Subgraph<()> {
     let mut b = SubgraphBuilder::<()>::new();
     let pre = b.precondition();
     let t = b.task(1, |_| ());
     b.task(0, |_| ());
     b.wait_for(pre, t);
-    let g = b.compile(&rt).unwrap();
+    b.compile(rt).unwrap()
+}
+
+#[test]
+fn dropping_the_runtime_with_an_instance_waiting_poisons_it() {
+    let rt = rt(2);
+    let g = waiting_pair(&rt);
     let u = UserEvent::new();
     let inst = g.instantiate((), &[u.event()]);
     std::thread::sleep(std::time::Duration::from_millis(10));
@@ -253,12 +258,7 @@ fn dropping_the_runtime_before_its_workers_took_an_instance_poisons_it() {
     // still on their way to a worker must be cancelled, not forgotten.
     for _ in 0..scaled(20, 2) {
         let rt = rt(2);
-        let mut b = SubgraphBuilder::<()>::new();
-        let pre = b.precondition();
-        let t = b.task(1, |_| ());
-        b.task(0, |_| ());
-        b.wait_for(pre, t);
-        let g = b.compile(&rt).unwrap();
+        let g = waiting_pair(&rt);
         let go = UserEvent::new();
         let busy: Vec<Event> = (0..2)
             .map(|w| {
