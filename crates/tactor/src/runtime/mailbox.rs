@@ -161,10 +161,14 @@ impl Rings {
 
     /// Shutdown: cancels the residents no worker registered.
     pub(crate) fn cancel_activations(&self) {
-        for q in self.activations.iter() {
-            while let Some(r) = super::worker::steal(|| q.steal()) {
-                r.cancel();
-            }
+        (0..self.workers).for_each(|w| self.cancel_activations_of(w));
+    }
+
+    /// Cancels the residents on their way to worker `w`.
+    fn cancel_activations_of(&self, w: usize) {
+        let q = &self.activations[w];
+        while let Some(r) = super::worker::steal(|| q.steal()) {
+            r.cancel();
         }
     }
 
@@ -387,10 +391,7 @@ impl Mailbox {
         for a in residents.into_iter().flatten() {
             a.cancel();
         }
-        let act = &self.rings.activations[self.me];
-        while let Some(r) = super::worker::steal(|| act.steal()) {
-            r.cancel();
-        }
+        self.rings.cancel_activations_of(self.me);
     }
 }
 

@@ -222,10 +222,9 @@ impl State {
     /// Launches timestep `t` of every graph; `pinned`: at the points' block owners (as a
     /// compiled subgraph needs), else anywhere.
     fn timestep(&mut self, t: i64, pinned: bool) {
-        // Borrowed field by field, not cloned: a clone per timestep was a locked increment
-        // and decrement of a reference count that shares its cache line with what every task
-        // reads (`plans`), a cross-core round trip each for the driver (6 % of `traced`'s time
-        // at -iter 128).
+        // Borrowed field by field rather than cloning the constant (a locked increment and
+        // decrement per timestep, which perf showed stalling the driver; removing it measured
+        // within noise, and it costs nothing).
         let State {
             program,
             ctx,
@@ -313,59 +312,57 @@ fn edges(
     gi: usize,
     t: i64,
 ) {
-    {
-        let Some((remote, cuts)) = &ctx.ranks else {
-            return;
-        };
-        let (plan, cut) = (&ctx.plans[gi], &cuts[gi]);
-        let row = &regions[(t % 2) as usize];
-        let bytes = plan.graph().output_bytes_per_task;
-        let mut list = Vec::new();
-        cut.sends(plan, t, &mut list);
-        for group in list.chunk_by(|a, b| a.0 == b.0) {
-            let dest = group[0].0;
-            let outputs: Vec<Read<Point>> =
-                group.iter().map(|&(_, q)| read(&row[q as usize])).collect();
-            let size = (group.len(), group.len() * bytes);
-            program.launch(
-                Placement::Any,
-                (constant(ctx), outputs),
-                move |(ctx, outputs)| {
-                    let Some((remote, _)) = &ctx.ranks else {
-                        return;
-                    };
-                    let channel = tactor::current_worker().unwrap_or(0);
-                    let data = outputs.iter().map(|o| o.output.as_slice());
-                    remote.send(channel, dest, (gi as u32, t), size, data);
-                },
-            );
-        }
-        cut.receives(plan, t, &mut list);
-        for group in list.chunk_by(|a, b| a.0 == b.0) {
-            let key = (gi as u32, t, group[0].0);
-            let replicas: Vec<Write<Point>> = group
-                .iter()
-                .map(|&(_, d)| write(&row[d as usize]))
-                .collect();
-            let arrival = remote.arrival(key);
-            let (count, len) = (group.len(), group.len() * bytes);
-            program.launch_after(
-                &arrival,
-                Placement::Any,
-                (constant(ctx), replicas),
-                move |(ctx, mut replicas)| {
-                    let Some((remote, _)) = &ctx.ranks else {
-                        return;
-                    };
-                    let Some(m) = remote.receive(key, count, len) else {
-                        return;
-                    };
-                    for (i, o) in Remote::payload(&m).chunks_exact(bytes).enumerate() {
-                        replicas.get_mut(i).output.as_mut_slice().copy_from_slice(o);
-                    }
-                },
-            );
-        }
+    let Some((remote, cuts)) = &ctx.ranks else {
+        return;
+    };
+    let (plan, cut) = (&ctx.plans[gi], &cuts[gi]);
+    let row = &regions[(t % 2) as usize];
+    let bytes = plan.graph().output_bytes_per_task;
+    let mut list = Vec::new();
+    cut.sends(plan, t, &mut list);
+    for group in list.chunk_by(|a, b| a.0 == b.0) {
+        let dest = group[0].0;
+        let outputs: Vec<Read<Point>> =
+            group.iter().map(|&(_, q)| read(&row[q as usize])).collect();
+        let size = (group.len(), group.len() * bytes);
+        program.launch(
+            Placement::Any,
+            (constant(ctx), outputs),
+            move |(ctx, outputs)| {
+                let Some((remote, _)) = &ctx.ranks else {
+                    return;
+                };
+                let channel = tactor::current_worker().unwrap_or(0);
+                let data = outputs.iter().map(|o| o.output.as_slice());
+                remote.send(channel, dest, (gi as u32, t), size, data);
+            },
+        );
+    }
+    cut.receives(plan, t, &mut list);
+    for group in list.chunk_by(|a, b| a.0 == b.0) {
+        let key = (gi as u32, t, group[0].0);
+        let replicas: Vec<Write<Point>> = group
+            .iter()
+            .map(|&(_, d)| write(&row[d as usize]))
+            .collect();
+        let arrival = remote.arrival(key);
+        let (count, len) = (group.len(), group.len() * bytes);
+        program.launch_after(
+            &arrival,
+            Placement::Any,
+            (constant(ctx), replicas),
+            move |(ctx, mut replicas)| {
+                let Some((remote, _)) = &ctx.ranks else {
+                    return;
+                };
+                let Some(m) = remote.receive(key, count, len) else {
+                    return;
+                };
+                for (i, o) in Remote::payload(&m).chunks_exact(bytes).enumerate() {
+                    replicas.get_mut(i).output.as_mut_slice().copy_from_slice(o);
+                }
+            },
+        );
     }
 }
 

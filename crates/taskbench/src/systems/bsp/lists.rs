@@ -40,13 +40,15 @@ impl Classes {
                 });
             }
             let next = ids.len() as u32;
-            Some(match ids.get(key.as_slice()) {
-                Some(&c) => c,
+            match ids.get(key.as_slice()) {
+                Some(&c) => Some(c),
+                // Too many to keep: stop looking at once.
+                None if ids.len() == MAX_CLASSES => None,
                 None => {
                     ids.insert(key.clone(), next);
-                    next
+                    Some(next)
                 }
-            })
+            }
         };
         let mut pairs: HashMap<(u32, u32), u32> = HashMap::new();
         let mut of = Vec::with_capacity(steps.max(0) as usize);
@@ -64,9 +66,6 @@ impl Classes {
             now = Some(n);
         }
         let counts = (ids.len(), pairs.len());
-        if counts.0 > MAX_CLASSES {
-            return Classes::none();
-        }
         Classes {
             of: Some(of),
             counts,

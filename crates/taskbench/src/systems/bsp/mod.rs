@@ -225,13 +225,7 @@ impl System for Bsp {
                     let (row, prev) =
                         (&gr.rows[(t % 2) as usize], &gr.rows[((t + 1) % 2) as usize]);
                     let bytes = g.output_bytes_per_task;
-                    let inputs = st.inputs.current();
-                    let (remote, at, arrived) = (&inputs.remote, &inputs.at, &st.arrived);
-                    // One process: no inputs from elsewhere (nothing was gathered).
-                    let (remote, at) = match (remote.get(gi), at.get(gi)) {
-                        (Some(r), Some(a)) => (r.as_slice(), a.as_slice()),
-                        _ => (&[][..], &[][..]),
-                    };
+                    let ((remote, at), arrived) = (st.inputs.current().of(gi), &st.arrived);
                     let first = gr.mine[w].0;
                     for p in ranks::active(gr, w, t) {
                         // SAFETY: only this worker (the owner of `p`) writes slot `p`; the readers

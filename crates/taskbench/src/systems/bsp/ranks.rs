@@ -31,10 +31,21 @@ pub fn active(gr: &Graph, w: usize, t: i64) -> std::ops::Range<i64> {
 /// the messages, ascending, and each message's expected (length, output count).
 #[derive(Default)]
 pub struct Inputs {
-    pub remote: Vec<Vec<i64>>,
-    pub at: Vec<Vec<(usize, usize)>>,
+    remote: Vec<Vec<i64>>,
+    at: Vec<Vec<(usize, usize)>>,
     sources: Vec<u32>,
     ends: Vec<(usize, u32)>,
+}
+
+impl Inputs {
+    /// Graph `gi`'s remote points and where each one's output is (none in one process,
+    /// where nothing is gathered).
+    pub fn of(&self, gi: usize) -> (&[i64], &[(usize, usize)]) {
+        match (self.remote.get(gi), self.at.get(gi)) {
+            (Some(r), Some(a)) => (r, a),
+            _ => (&[], &[]),
+        }
+    }
 }
 
 fn inputs_of(l: &mut Inputs, graphs: &[Graph], place: Place, t: i64, w: usize) {
