@@ -41,6 +41,7 @@ pub mod loopback;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod queue;
+pub mod ring;
 mod transport;
 #[cfg(feature = "mpi")]
 mod wire;

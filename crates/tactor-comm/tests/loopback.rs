@@ -47,7 +47,17 @@ fn inline_messages_keep_their_order() {
     let world = Loopback::world(2, 1);
     std::thread::scope(|s| {
         for r in &world {
-            s.spawn(move || common::ordered_burst(r, if cfg!(miri) { 30 } else { 2000 }));
+            s.spawn(move || common::ordered_burst(r, if cfg!(miri) { 30 } else { 2000 }, 40));
+        }
+    });
+}
+
+#[test]
+fn large_messages_arrive_on_channels_progressed_in_turn() {
+    let world = Loopback::world(2, 2);
+    std::thread::scope(|s| {
+        for r in &world {
+            s.spawn(move || common::large_messages_on_channels_progressed_in_turn(r));
         }
     });
 }

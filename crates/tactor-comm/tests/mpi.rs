@@ -6,10 +6,25 @@
 mod common;
 
 use std::process::Command;
-use tactor_comm::mpi::MpiTransport;
+use tactor_comm::mpi::{node, MpiTransport};
 
+/// Runs `test` on `ranks` ranks with the node-local path on.
 fn under_mpirun(test: &str, ranks: usize, body: impl FnOnce()) {
+    under_mpirun_with(test, ranks, "1", body)
+}
+
+/// Runs `test` on `ranks` ranks with `TACTOR_COMM_SHM` set to `shm` (`0`: every message takes
+/// MPI's path).
+fn under_mpirun_with(test: &str, ranks: usize, shm: &str, body: impl FnOnce()) {
     if tactor_comm::launcher::job().is_some() {
+        // A rank whose check fails ends at once, without finalising MPI, so that `mpirun`
+        // ends the others: they may be waiting for it (in a barrier, or for room in a ring)
+        // and the test would hang instead of failing.
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            report(info);
+            std::process::exit(101);
+        }));
         body();
         return;
     }
@@ -19,6 +34,7 @@ fn under_mpirun(test: &str, ranks: usize, body: impl FnOnce()) {
     let out = cmd
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env(node::ENV, shm)
         .args(["--oversubscribe", "-np", &ranks.to_string()])
         .arg(exe)
         .args(["--exact", test, "--nocapture", "--test-threads", "1"])
@@ -61,7 +77,81 @@ fn inline_messages_keep_their_order_past_the_posted_receives() {
         2,
         || {
             let net = MpiTransport::init(1).unwrap();
-            common::ordered_burst(&net, 2000);
+            common::ordered_burst(&net, 2000, 40);
+        },
+    );
+}
+
+#[test]
+fn two_ranks_two_channels_through_mpi_alone() {
+    under_mpirun_with("two_ranks_two_channels_through_mpi_alone", 2, "0", || {
+        let net = MpiTransport::init(2).unwrap();
+        common::exchange(&net, 3, 120);
+    });
+}
+
+#[test]
+fn three_ranks_one_channel_through_mpi_alone() {
+    under_mpirun_with("three_ranks_one_channel_through_mpi_alone", 3, "0", || {
+        let net = MpiTransport::init(1).unwrap();
+        common::exchange(&net, 2, 60);
+    });
+}
+
+#[test]
+fn inline_messages_keep_their_order_through_mpi_alone() {
+    under_mpirun_with(
+        "inline_messages_keep_their_order_through_mpi_alone",
+        2,
+        "0",
+        || {
+            let net = MpiTransport::init(1).unwrap();
+            common::ordered_burst(&net, 2000, 40);
+        },
+    );
+}
+
+/// Full-size inline messages: a burst many times what a node-local ring holds waits in order
+/// behind the full ring, and none is lost or reordered as the receiver drains it.
+#[test]
+fn a_burst_larger_than_the_node_ring_keeps_its_order() {
+    under_mpirun(
+        "a_burst_larger_than_the_node_ring_keeps_its_order",
+        2,
+        || {
+            let net = MpiTransport::init(1).unwrap();
+            common::ordered_burst(&net, 300, tactor_comm::INLINE_LIMIT - 4);
+        },
+    );
+}
+
+#[test]
+fn a_bad_shared_memory_setting_is_refused_by_name() {
+    under_mpirun_with(
+        "a_bad_shared_memory_setting_is_refused_by_name",
+        2,
+        "maybe",
+        || {
+            let err = MpiTransport::init(1)
+                .err()
+                .expect("init must refuse")
+                .to_string();
+            assert!(
+                err.contains("TACTOR_COMM_SHM") && err.contains("'maybe'"),
+                "{err}"
+            );
+        },
+    );
+}
+
+#[test]
+fn large_messages_arrive_on_channels_progressed_in_turn() {
+    under_mpirun(
+        "large_messages_arrive_on_channels_progressed_in_turn",
+        2,
+        || {
+            let net = MpiTransport::init(2).unwrap();
+            common::large_messages_on_channels_progressed_in_turn(&net);
         },
     );
 }

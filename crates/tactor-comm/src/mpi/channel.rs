@@ -6,6 +6,7 @@
 //! the send in the channel's lock-free queue for the holder to start (see `super` for why the
 //! library is used at `MPI_THREAD_SERIALIZED`).
 
+use super::node::Lane;
 use crate::wire::{Body, Header, HEADER, INLINE_LIMIT};
 use crate::{CommError, Completion, CompletionQueue, Message};
 use crossbeam_queue::SegQueue;
@@ -96,6 +97,11 @@ pub struct Channel {
     cq: CompletionQueue,
     in_flight: AtomicUsize,
     next_tag: AtomicU32,
+    /// The node-local path, when this channel has one (see `super::node`).
+    lane: Option<Lane>,
+    /// Whether every rank is reachable through `lane`: then MPI carries only large payloads
+    /// and `progress` tests it less often.
+    lane_only: bool,
 }
 
 // SAFETY: the raw handles inside `State` are only touched under the library lock, and MPI (at
@@ -117,9 +123,10 @@ fn bytes() -> ffi::MPI_Datatype {
 }
 
 impl Channel {
-    /// A channel on `comm` (a communicator of its own) with its header receives posted.
-    /// Called while no other thread uses MPI (at initialisation).
-    pub fn new(comm: Comm, lib: Lib) -> Channel {
+    /// A channel on `comm` (a communicator of its own) with its header receives posted, and
+    /// with `lane` its node-local path (`lane_only`: every rank is on this node). Called while
+    /// no other thread uses MPI (at initialisation).
+    pub fn new(comm: Comm, lib: Lib, lane: Option<Lane>, lane_only: bool) -> Channel {
         let mut posted: Vec<Posted> = (0..DEPTH)
             .map(|_| Posted {
                 buf: vec![0u8; RECV_BYTES].into_boxed_slice(),
@@ -147,6 +154,8 @@ impl Channel {
             cq: CompletionQueue::default(),
             in_flight: AtomicUsize::new(0),
             next_tag: AtomicU32::new(0),
+            lane_only: lane_only && lane.is_some(),
+            lane,
         }
     }
 
@@ -155,7 +164,7 @@ impl Channel {
     }
 
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        self.in_flight.load(Ordering::Relaxed) + self.lane.as_ref().map_or(0, Lane::waiting)
     }
 
     /// Starts sending `data` to `dest`'s `port`: one message when it fits inline, else a header
@@ -169,6 +178,12 @@ impl Channel {
     ) -> Result<(), CommError> {
         let len = u32::try_from(data.len()).map_err(|_| CommError::TooLarge(data.len()))?;
         if data.len() <= INLINE_LIMIT {
+            if let Some(lane) = &self.lane {
+                if let Some(to) = lane.local(dest) {
+                    lane.send(to, port, data, token, &self.cq);
+                    return Ok(());
+                }
+            }
             let header = Header {
                 port,
                 len,
@@ -275,8 +290,23 @@ impl Channel {
         any
     }
 
-    /// See [`crate::Transport::progress`].
+    /// See [`crate::Transport::progress`]. The node-local path first: it costs a read per
+    /// ring when nothing came, where a look at MPI costs a pass through its progress engine.
     pub fn progress(&self) -> bool {
+        let Some(lane) = &self.lane else {
+            return self.progress_mpi();
+        };
+        let (got, look) = lane.progress(&self.cq);
+        let mpi_due =
+            self.in_flight.load(Ordering::Relaxed) > 0 || look || !(got || self.lane_only);
+        if mpi_due {
+            self.progress_mpi() | got
+        } else {
+            got
+        }
+    }
+
+    fn progress_mpi(&self) -> bool {
         let Some(lib) = try_lib(&self.lib) else {
             return false;
         };

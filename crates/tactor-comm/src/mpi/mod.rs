@@ -17,6 +17,7 @@
 //! per channel instead of one for the library.
 
 mod channel;
+pub mod node;
 
 use crate::transport::check_send;
 use crate::{CommError, CompletionQueue, Reduce, Stopped, Transport};
@@ -49,8 +50,10 @@ const SHUTDOWN_PATIENCE: Duration = Duration::from_secs(5);
 /// assert_eq!(msg.data, [peer as u8]);
 /// ```
 pub struct MpiTransport {
-    // Fields drop in order: channels, their communicators, then MPI is finalised.
+    // Fields drop in order: channels, the shared window their rings live in, their
+    // communicators, then MPI is finalised.
     channels: Vec<Channel>,
+    _node: Option<node::Node>,
     lib: Lib,
     mpi: Handles,
     rank: usize,
@@ -94,6 +97,7 @@ impl MpiTransport {
     }
 
     fn init_at(channels: usize, wanted: Threading) -> Result<MpiTransport, CommError> {
+        let shm = node::wanted().map_err(CommError::Init)?;
         eager_shared_memory();
         let (universe, level) = mpi::initialize_with_threading(wanted)
             .ok_or_else(|| CommError::Init("MPI was already initialised".into()))?;
@@ -106,12 +110,19 @@ impl MpiTransport {
         let world = universe.world();
         let comms: Vec<SimpleCommunicator> =
             (0..channels.max(1)).map(|_| world.duplicate()).collect();
+        let node = shm.then(|| node::Node::new(&world, comms.len()));
         let channels = comms
             .iter()
-            .map(|c| Channel::new(Comm(c.as_raw()), lib.clone()))
+            .enumerate()
+            .map(|(i, c)| {
+                let lane = node.as_ref().map(|n| n.lane(i));
+                let whole = node.as_ref().is_some_and(node::Node::whole_job);
+                Channel::new(Comm(c.as_raw()), lib.clone(), lane, whole)
+            })
             .collect();
         Ok(MpiTransport {
             channels,
+            _node: node,
             lib,
             rank: world.rank() as usize,
             ranks: world.size() as usize,

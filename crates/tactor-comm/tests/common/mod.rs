@@ -113,18 +113,19 @@ pub fn exchange(t: &dyn Transport, threads: usize, per_dest: usize) {
     assert_eq!(max as usize, ranks - 1);
 }
 
-/// Rank 0 sends `count` inline messages, numbered, to rank 1 on channel 0 in one burst (far
+/// Rank 0 sends `count` inline messages of 4 to `4 + spread - 1` bytes, numbered, to rank 1 on channel 0 in one burst (far
 /// more than the receives a transport keeps posted) while rank 1 does not progress yet; then
 /// rank 1 checks that they arrive complete and in the order they were sent, as
 /// [`Transport::send`] promises for inline messages between two ranks on one channel.
-pub fn ordered_burst(t: &dyn Transport, count: u32) {
+pub fn ordered_burst(t: &dyn Transport, count: u32, spread: usize) {
     assert!(t.ranks() >= 2, "needs two ranks");
     match t.rank() {
         0 => {
             for seq in 0..count {
-                let mut data = tactor_comm::buffer(4 + seq as usize % 40);
+                let len = 4 + (seq as usize * 7919) % spread;
+                let mut data = tactor_comm::buffer(len);
                 data.extend_from_slice(&seq.to_le_bytes());
-                data.resize(4 + seq as usize % 40, seq as u8);
+                data.resize(len, seq as u8);
                 t.send(0, 1, 5, data, None).unwrap();
             }
         }
@@ -144,7 +145,8 @@ pub fn ordered_burst(t: &dyn Transport, count: u32) {
                     assert_eq!((m.source, m.port), (0, 5));
                     let seq = u32::from_le_bytes(m.data[..4].try_into().unwrap());
                     assert_eq!(seq, next, "message {seq} arrived where {next} was due");
-                    assert_eq!(m.data.len(), 4 + seq as usize % 40, "message {seq} resized");
+                    let len = 4 + (seq as usize * 7919) % spread;
+                    assert_eq!(m.data.len(), len, "message {seq} resized");
                     assert!(
                         m.data[4..].iter().all(|&b| b == seq as u8),
                         "message {seq} corrupted"
@@ -158,6 +160,66 @@ pub fn ordered_burst(t: &dyn Transport, count: u32) {
     // Rank 0 leaves only once its sends are out (progressing them), then everyone together.
     while t.in_flight(0) > 0 {
         t.progress(0);
+    }
+    t.barrier(&mut || true).unwrap();
+}
+
+/// Rank 0 sends one payload above the inline limit on every channel to rank 1, which
+/// progresses its channels strictly in turn, one progress call each, as a worker that polls
+/// them all does: every payload must arrive (a transport that looks at some part of a channel
+/// only every so many calls must count those calls per channel). Fails after 20 s rather than
+/// hanging.
+pub fn large_messages_on_channels_progressed_in_turn(t: &dyn Transport) {
+    assert!(
+        t.ranks() >= 2 && t.channels() >= 2,
+        "needs two ranks and two channels"
+    );
+    let len = INLINE_LIMIT * 2 + 3;
+    match t.rank() {
+        0 => {
+            for ch in 0..t.channels() {
+                t.send(ch, 1, 4, vec![ch as u8; len], None).unwrap();
+            }
+            let start = std::time::Instant::now();
+            while (0..t.channels()).any(|ch| t.in_flight(ch) > 0) {
+                for ch in 0..t.channels() {
+                    t.progress(ch);
+                }
+                assert!(
+                    start.elapsed().as_secs() < 20,
+                    "rank 0's sends never finished"
+                );
+            }
+        }
+        1 => {
+            let mut arrived = vec![false; t.channels()];
+            let start = std::time::Instant::now();
+            while arrived.iter().any(|a| !a) {
+                for (ch, seen) in arrived.iter_mut().enumerate() {
+                    t.progress(ch);
+                    while let Some(c) = t.completions(ch).pop() {
+                        let Completion::Received(m) = c else { continue };
+                        assert_eq!((m.source, m.data.len()), (0, len));
+                        assert!(
+                            m.data.iter().all(|&b| b == ch as u8),
+                            "channel {ch} corrupted"
+                        );
+                        *seen = true;
+                    }
+                }
+                assert!(
+                    start.elapsed().as_secs() < 20,
+                    "channels {:?} never delivered their message",
+                    arrived
+                        .iter()
+                        .enumerate()
+                        .filter(|a| !a.1)
+                        .map(|a| a.0)
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+        _ => {}
     }
     t.barrier(&mut || true).unwrap();
 }

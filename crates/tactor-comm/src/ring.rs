@@ -1,0 +1,397 @@
+//! A single-producer single-consumer ring of messages in memory that two processes share: the
+//! node-local path of a backend (see `mpi::node`), where a message costs a copy in and a copy
+//! out, and the receiver finds it by reading the line the message is in.
+//!
+//! The region starts with the consumer's counter (bytes consumed; it only grows) on a line of
+//! its own, followed by the data. A record is an 8-byte header (payload length, port, kind) and
+//! the payload, padded to 8 bytes. Records never wrap: one that does not fit before the end of
+//! the data is preceded by a padding record that fills the rest, and starts at 0.
+//!
+//! Every byte of the data that holds no unread record is zero: the region starts zeroed, and
+//! the consumer zeroes each record it took before it gives its bytes back. So a nonzero header
+//! (every header is: its kind is never 0) is a record, and the consumer polls the header of
+//! the next record itself — one cache line that brings the payload with it for small messages
+//! — rather than a counter and then the record. The producer writes the payload, then
+//! publishes the header with a release store; the consumer acquires the header, copies the
+//! payload out, zeroes the record and publishes its counter with a release store, which the
+//! producer reads (acquire) only when the ring looks full.
+//!
+//! The other process may be faulty, so nothing read from the region is trusted for memory
+//! safety: every record is checked to lie inside the data before it is read.
+//!
+//! ```
+//! use tactor_comm::ring::{region_bytes, Consumer, Line, Producer};
+//!
+//! // Any zeroed, 64-byte aligned memory will do; a backend uses memory two processes map.
+//! let mut mem = vec![Line::default(); region_bytes(1024) / 64];
+//! let at = mem.as_mut_ptr().cast::<u8>();
+//! // SAFETY: `mem` is zeroed, aligned, large enough and outlives both ends.
+//! let (mut tx, mut rx) = unsafe { (Producer::new(at, 1024), Consumer::new(at, 1024)) };
+//! assert!(tx.push(7, b"hello"));
+//! assert_eq!(rx.pop(), Some((7, b"hello".to_vec())));
+//! assert_eq!(rx.pop(), None);
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A zeroed 64-byte line, 64-byte aligned: a vector of them is memory a ring can live in
+/// inside one process.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub struct Line(pub [u8; 64]);
+
+impl Default for Line {
+    fn default() -> Line {
+        Line([0; 64])
+    }
+}
+
+/// Bytes before the data: the consumer's counter, on a 64-byte line of its own.
+pub const CONTROL: usize = 64;
+const RECORD_HEADER: usize = 8;
+const KIND_MESSAGE: u16 = 1;
+const KIND_PADDING: u16 = 2;
+
+/// The bytes of a ring whose data has `capacity` bytes.
+pub const fn region_bytes(capacity: usize) -> usize {
+    CONTROL + capacity
+}
+
+/// The largest payload a ring of `capacity` bytes takes: a quarter of it, so that a record and
+/// the padding before it always fit in an empty ring.
+pub const fn max_payload(capacity: usize) -> usize {
+    capacity / 4 - RECORD_HEADER
+}
+
+fn record_bytes(len: usize) -> usize {
+    RECORD_HEADER + len.next_multiple_of(8)
+}
+
+struct Region {
+    consumed: *const AtomicU64,
+    data: *mut u8,
+    capacity: u64,
+}
+
+impl Region {
+    /// # Safety
+    ///
+    /// As for [`Producer::new`].
+    unsafe fn new(region: *mut u8, capacity: usize) -> Region {
+        assert!(
+            capacity.is_power_of_two() && capacity >= 64,
+            "a ring's capacity must be a power of two of at least 64 bytes, not {capacity}"
+        );
+        assert_eq!(region as usize % 64, 0, "a ring must be 64-byte aligned");
+        Region {
+            consumed: region.cast(),
+            // SAFETY: the region has CONTROL + capacity bytes (the caller's promise).
+            data: unsafe { region.add(CONTROL) },
+            capacity: capacity as u64,
+        }
+    }
+
+    fn consumed(&self) -> &AtomicU64 {
+        // SAFETY: 8-aligned (the region is 64-aligned) and inside the region, which outlives
+        // `self`; only ever accessed atomically.
+        unsafe { &*self.consumed }
+    }
+
+    /// The header word at `at`.
+    ///
+    /// # Safety
+    ///
+    /// `at` is a multiple of 8 below the capacity.
+    unsafe fn header(&self, at: u64) -> &AtomicU64 {
+        // SAFETY: inside the data and 8-aligned (the caller's promise; the data is
+        // 64-aligned); header words are only ever accessed atomically.
+        unsafe { &*self.data.add(at as usize).cast::<AtomicU64>() }
+    }
+}
+
+/// The writing end of a ring.
+pub struct Producer {
+    region: Region,
+    written: u64,
+    consumed_seen: u64,
+}
+
+// SAFETY: the producer is the region's only writer of records and of the written counter; it
+// may move to another thread (it is used under a lock), and the region outlives it.
+unsafe impl Send for Producer {}
+
+impl Producer {
+    /// The writing end of the ring at `region`, which the other end has zeroed (an empty ring).
+    ///
+    /// # Safety
+    ///
+    /// `region` is 64-byte aligned, holds [`region_bytes`]`(capacity)` bytes that stay mapped
+    /// while the producer lives, and at most one producer and one consumer use it.
+    pub unsafe fn new(region: *mut u8, capacity: usize) -> Producer {
+        // SAFETY: passed on.
+        let region = unsafe { Region::new(region, capacity) };
+        let consumed_seen = region.consumed().load(Ordering::Acquire);
+        let written = consumed_seen;
+        Producer {
+            region,
+            written,
+            consumed_seen,
+        }
+    }
+
+    /// Appends a message; `false` when the ring has no room for it now (nothing written).
+    ///
+    /// # Panics
+    ///
+    /// When `payload` is longer than [`max_payload`] (it would never fit).
+    pub fn push(&mut self, port: u16, payload: &[u8]) -> bool {
+        let cap = self.region.capacity;
+        assert!(
+            payload.len() <= max_payload(cap as usize),
+            "a ring of {cap} bytes cannot take a message of {} bytes",
+            payload.len()
+        );
+        let total = record_bytes(payload.len()) as u64;
+        let offset = self.written % cap;
+        let to_end = cap - offset;
+        let padding = if to_end < total { to_end } else { 0 };
+        let need = padding + total;
+        if self.written + need - self.consumed_seen > cap {
+            self.consumed_seen = self.region.consumed().load(Ordering::Acquire);
+            if self.written + need - self.consumed_seen > cap {
+                return false;
+            }
+        }
+        let mut at = offset;
+        let mut first = None;
+        if padding > 0 {
+            // Published after the message behind it, so the consumer, polling `offset`, sees
+            // both or neither.
+            first = Some(header(
+                padding as u32 - RECORD_HEADER as u32,
+                0,
+                KIND_PADDING,
+            ));
+            at = 0;
+        }
+        // SAFETY: the record fits between `at` and the end of the data (`total` ≤ `to_end`,
+        // or it starts at 0 and `total` ≤ cap / 4), in bytes the consumer has released (zero,
+        // so the consumer, polling only `offset`, does not look at them yet).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                self.region.data.add(at as usize + RECORD_HEADER),
+                payload.len(),
+            );
+            let h = header(payload.len() as u32, port, KIND_MESSAGE);
+            match first {
+                None => self.region.header(at).store(h, Ordering::Release),
+                Some(pad) => {
+                    self.region.header(at).store(h, Ordering::Relaxed);
+                    // Publishes the padding and, through this release, the message after it.
+                    self.region.header(offset).store(pad, Ordering::Release);
+                }
+            }
+        }
+        self.written += need;
+        true
+    }
+}
+
+fn header(len: u32, port: u16, kind: u16) -> u64 {
+    (len as u64) | ((port as u64) << 32) | ((kind as u64) << 48)
+}
+
+/// The reading end of a ring.
+pub struct Consumer {
+    region: Region,
+    consumed: u64,
+}
+
+// SAFETY: as for `Producer`, for the consumed counter and reading records.
+unsafe impl Send for Consumer {}
+
+impl Consumer {
+    /// The reading end of the ring at `region`, which the caller zeroed before any producer
+    /// could use it.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Producer::new`].
+    pub unsafe fn new(region: *mut u8, capacity: usize) -> Consumer {
+        // SAFETY: passed on.
+        let region = unsafe { Region::new(region, capacity) };
+        let consumed = region.consumed().load(Ordering::Relaxed);
+        Consumer { region, consumed }
+    }
+
+    /// Takes the oldest message: its port and a copy of its payload.
+    ///
+    /// # Panics
+    ///
+    /// When the ring holds something the producer cannot have written (the other process
+    /// wrote outside the protocol): a record that overruns the data or the written count.
+    pub fn pop(&mut self) -> Option<(u16, Vec<u8>)> {
+        let cap = self.region.capacity;
+        loop {
+            let at = self.consumed % cap;
+            // SAFETY: `at` is a multiple of 8 below cap: records are 8-padded and the counter
+            // only grows by them.
+            let word = unsafe { self.region.header(at) };
+            let h = word.load(Ordering::Acquire);
+            if h == 0 {
+                return None;
+            }
+            let (len, port, kind) = (h as u32 as u64, (h >> 32) as u16, (h >> 48) as u16);
+            let total = RECORD_HEADER as u64 + len.next_multiple_of(8);
+            assert!(
+                (kind == KIND_MESSAGE || kind == KIND_PADDING) && total <= cap - at,
+                "a shared-memory ring holds a record it cannot read (header {h:#x} at {at} of {cap}): the other process broke the protocol"
+            );
+            let message = (kind == KIND_MESSAGE).then(|| {
+                let mut data = Vec::with_capacity(len as usize);
+                // SAFETY: the payload lies inside the data (checked above), was written before
+                // the header's release store that the load above acquired, and is not written
+                // again until the consumed counter passes it below.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.region.data.add(at as usize + RECORD_HEADER),
+                        data.as_mut_ptr(),
+                        len as usize,
+                    );
+                    data.set_len(len as usize);
+                }
+                (port, data)
+            });
+            // Zero again before the bytes go back to the producer (see the module docs). The
+            // header last, with a plain store: the release below orders all of it.
+            // SAFETY: the record's bytes, inside the data (checked above), the consumer's
+            // until it publishes the counter.
+            unsafe {
+                std::ptr::write_bytes(
+                    self.region.data.add(at as usize + RECORD_HEADER),
+                    0,
+                    total as usize - RECORD_HEADER,
+                )
+            };
+            word.store(0, Ordering::Relaxed);
+            self.consumed += total;
+            self.region
+                .consumed()
+                .store(self.consumed, Ordering::Release);
+            if message.is_some() {
+                return message;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A zeroed, 64-aligned region for a ring of `capacity` bytes.
+    fn region(capacity: usize) -> Vec<Line> {
+        vec![Line::default(); region_bytes(capacity) / 64]
+    }
+
+    fn ends(mem: &mut [Line], capacity: usize) -> (Producer, Consumer) {
+        let p = mem.as_mut_ptr().cast::<u8>();
+        // SAFETY: `mem` is zeroed, 64-aligned, large enough, and outlives both ends in each
+        // test; one producer and one consumer.
+        unsafe { (Producer::new(p, capacity), Consumer::new(p, capacity)) }
+    }
+
+    #[test]
+    fn messages_come_out_in_order_with_their_ports_across_the_wrap() {
+        let mut mem = region(256);
+        let (mut tx, mut rx) = ends(&mut mem, 256);
+        for round in 0..200u32 {
+            let len = (round as usize * 7) % (max_payload(256) + 1);
+            let payload: Vec<u8> = (0..len).map(|i| (i as u32 + round) as u8).collect();
+            assert!(tx.push(round as u16, &payload));
+            assert_eq!(rx.pop(), Some((round as u16, payload)));
+            assert_eq!(rx.pop(), None);
+        }
+    }
+
+    #[test]
+    fn a_full_ring_refuses_until_the_consumer_frees_room() {
+        let mut mem = region(256);
+        let (mut tx, mut rx) = ends(&mut mem, 256);
+        let mut pushed = 0u16;
+        while tx.push(pushed, &[pushed as u8; 24]) {
+            pushed += 1;
+        }
+        assert_eq!(pushed, 256 / 32, "each record takes 8 + 24 bytes");
+        assert_eq!(rx.pop(), Some((0, vec![0; 24])));
+        assert!(tx.push(pushed, &[pushed as u8; 24]));
+        assert!(!tx.push(99, &[0; 24]));
+        for i in 1..=pushed {
+            assert_eq!(rx.pop(), Some((i, vec![i as u8; 24])));
+        }
+        assert_eq!(rx.pop(), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot take a message")]
+    fn a_message_above_the_limit_is_refused_loudly() {
+        let mut mem = region(256);
+        let (mut tx, _rx) = ends(&mut mem, 256);
+        tx.push(0, &[0; max_payload(256) + 1]);
+    }
+
+    #[test]
+    #[should_panic(expected = "broke the protocol")]
+    fn a_record_overrunning_the_data_is_caught_before_it_is_read() {
+        let mut mem = region(256);
+        let (mut tx, mut rx) = ends(&mut mem, 256);
+        assert!(tx.push(1, &[1; 8]));
+        // What a faulty peer could leave: a header claiming more bytes than the data has.
+        // SAFETY: the first record's header, inside the region; nothing else uses it now.
+        unsafe {
+            rx.region
+                .header(0)
+                .store(header(4096, 0, KIND_MESSAGE), Ordering::Relaxed)
+        };
+        rx.pop();
+    }
+
+    /// Two threads: every message arrives once, in order, intact, whatever the interleaving
+    /// of pushes, refusals and pops (under Miri its data-race detector also checks that the
+    /// counters' release/acquire pairs order the records' plain bytes).
+    #[test]
+    fn a_stream_between_two_threads_loses_nothing() {
+        let n: u32 = if cfg!(miri) { 300 } else { 200_000 };
+        let capacity = 512;
+        let mut mem = region(capacity);
+        let (mut tx, mut rx) = ends(&mut mem, capacity);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                for i in 0..n {
+                    let len = (i as usize * 13) % 100;
+                    let payload: Vec<u8> = (0..len).map(|k| (k as u32 ^ i) as u8).collect();
+                    while !tx.push(i as u16, &payload) {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            for i in 0..n {
+                let (port, data) = loop {
+                    if let Some(m) = rx.pop() {
+                        break m;
+                    }
+                    std::hint::spin_loop();
+                };
+                let len = (i as usize * 13) % 100;
+                assert_eq!(port, i as u16);
+                assert_eq!(data.len(), len, "message {i}");
+                assert!(data
+                    .iter()
+                    .enumerate()
+                    .all(|(k, &b)| b == (k as u32 ^ i) as u8));
+            }
+            assert_eq!(rx.pop(), None);
+        });
+    }
+}
