@@ -11,7 +11,8 @@
 //!   receive for incoming messages, and sends kept in a request pool tested round-robin, one
 //!   request per progress call, under a try-lock;
 //! - `tactor`: `tactor-comm`'s MPI transport (active messages to a port, completion queue,
-//!   try-lock progress).
+//!   try-lock progress); between ranks on one node its inline messages take the node-local
+//!   rings unless `TACTOR_COMM_SHM=0`, and the report says which path they took.
 //!
 //! ```text
 //! mpirun -np 2 commbench [--reps 7] [--out DIR]
@@ -79,6 +80,14 @@ fn run() -> anyhow::Result<()> {
     let results = chains::measure(&net, &rows, args.reps)?;
     if tactor_comm::Transport::rank(&net) == 0 {
         print!("{}", report::table(&results));
+        println!(
+            "tactor: inline messages went {}.",
+            if net.node_local() {
+                "through the node-local rings (TACTOR_COMM_SHM=0 sends them through MPI's path)"
+            } else {
+                "through MPI's point-to-point path (TACTOR_COMM_SHM=0)"
+            }
+        );
         if let Some(dir) = &args.out {
             report::write(dir, &results)?;
             println!("Wrote {}/results.csv and results.json", dir.display());

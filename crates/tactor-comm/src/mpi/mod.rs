@@ -53,7 +53,7 @@ pub struct MpiTransport {
     // Fields drop in order: channels, the shared window their rings live in, their
     // communicators, then MPI is finalised.
     channels: Vec<Channel>,
-    _node: Option<node::Node>,
+    node: Option<node::Node>,
     lib: Lib,
     mpi: Handles,
     rank: usize,
@@ -122,7 +122,7 @@ impl MpiTransport {
             .collect();
         Ok(MpiTransport {
             channels,
-            _node: node,
+            node,
             lib,
             rank: world.rank() as usize,
             ranks: world.size() as usize,
@@ -132,6 +132,12 @@ impl MpiTransport {
                 _universe: universe,
             },
         })
+    }
+
+    /// Whether inline messages to ranks on this node go through the node-local rings
+    /// ([`node`]; off with `TACTOR_COMM_SHM=0`) rather than MPI's point-to-point path.
+    pub fn node_local(&self) -> bool {
+        self.node.is_some()
     }
 
     fn channel(&self, c: usize) -> &Channel {
