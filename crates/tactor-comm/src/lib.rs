@@ -18,7 +18,9 @@
 //!
 //! Backends: [`loopback::Loopback`] (in-process ranks, for tests and shared-memory runs) and,
 //! with the `mpi` feature, [`mpi::MpiTransport`] (rsmpi over the system's MPI). A new backend
-//! implements [`Transport`] in a module of its own.
+//! implements [`Transport`] in a module of its own. Between ranks on one node the MPI backend
+//! passes inline messages through [`ring`]s in an MPI-3 shared window rather than MPI's
+//! point-to-point path (`mpi::node`; `TACTOR_COMM_SHM=0` turns that off).
 //!
 //! ```
 //! use tactor_comm::{loopback::Loopback, Completion, Transport};

@@ -306,7 +306,7 @@ impl Lane {
     }
 
     /// Writes what waits and delivers what arrived: whether anything happened, and whether
-    /// this call is the channel's turn to look at MPI as well (every [`MPI_EVERY`]th).
+    /// this call is the channel's turn to look at MPI as well (every `MPI_EVERY`th).
     pub fn progress(&self, source_cq: &CompletionQueue) -> (bool, bool) {
         let mut any = false;
         if self.waiting() > 0 {
