@@ -99,9 +99,6 @@ pub struct Channel {
     next_tag: AtomicU32,
     /// The node-local path, when this channel has one (see `super::node`).
     lane: Option<Lane>,
-    /// Whether every rank is reachable through `lane`: then MPI carries only large payloads
-    /// and `progress` tests it less often.
-    lane_only: bool,
 }
 
 // SAFETY: the raw handles inside `State` are only touched under the library lock, and MPI (at
@@ -111,7 +108,7 @@ unsafe impl Send for State {}
 // under the library lock.
 unsafe impl Sync for Channel {}
 
-fn check(rc: c_int, what: &str) {
+pub(super) fn check(rc: c_int, what: &str) {
     // The MPI library's default error handler aborts the job before returning an error; this
     // catches a library configured otherwise.
     assert_eq!(rc, 0, "{what} failed with MPI error {rc}");
@@ -124,9 +121,9 @@ fn bytes() -> ffi::MPI_Datatype {
 
 impl Channel {
     /// A channel on `comm` (a communicator of its own) with its header receives posted, and
-    /// with `lane` its node-local path (`lane_only`: every rank is on this node). Called while
-    /// no other thread uses MPI (at initialisation).
-    pub fn new(comm: Comm, lib: Lib, lane: Option<Lane>, lane_only: bool) -> Channel {
+    /// with `lane` its node-local path. Called while no other thread uses MPI (at
+    /// initialisation).
+    pub fn new(comm: Comm, lib: Lib, lane: Option<Lane>) -> Channel {
         let mut posted: Vec<Posted> = (0..DEPTH)
             .map(|_| Posted {
                 buf: vec![0u8; RECV_BYTES].into_boxed_slice(),
@@ -154,7 +151,6 @@ impl Channel {
             cq: CompletionQueue::default(),
             in_flight: AtomicUsize::new(0),
             next_tag: AtomicU32::new(0),
-            lane_only: lane_only && lane.is_some(),
             lane,
         }
     }
@@ -298,7 +294,7 @@ impl Channel {
         };
         let (got, look) = lane.progress(&self.cq);
         let mpi_due =
-            self.in_flight.load(Ordering::Relaxed) > 0 || look || !(got || self.lane_only);
+            self.in_flight.load(Ordering::Relaxed) > 0 || look || !(got || lane.whole_job());
         if mpi_due {
             self.progress_mpi() | got
         } else {

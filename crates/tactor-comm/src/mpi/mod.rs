@@ -115,9 +115,11 @@ impl MpiTransport {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let lane = node.as_ref().map(|n| n.lane(i));
-                let whole = node.as_ref().is_some_and(node::Node::whole_job);
-                Channel::new(Comm(c.as_raw()), lib.clone(), lane, whole)
+                Channel::new(
+                    Comm(c.as_raw()),
+                    lib.clone(),
+                    node.as_ref().map(|n| n.lane(i)),
+                )
             })
             .collect();
         Ok(MpiTransport {

@@ -14,6 +14,7 @@
 //! payloads above [`INLINE_LIMIT`] keep the MPI path; inline messages to a rank on the node all
 //! take its ring, so they stay in order (a ring that is full queues the rest behind it).
 
+use super::channel::check;
 use crate::ring::{self, Consumer, Producer};
 use crate::{Completion, CompletionQueue, Message, INLINE_LIMIT};
 use crossbeam_queue::SegQueue;
@@ -40,10 +41,14 @@ const BATCH: usize = 64;
 const MPI_EVERY: u32 = 16;
 
 /// The environment variable that turns the node-local path off (`0`) or on (`1`, the default).
+///
+/// ```
+/// assert_eq!(tactor_comm::mpi::node::ENV, "TACTOR_COMM_SHM");
+/// ```
 pub const ENV: &str = "TACTOR_COMM_SHM";
 
 /// Whether the user wants the node-local path: `Err` names a value that is neither.
-pub fn wanted() -> Result<bool, String> {
+pub(super) fn wanted() -> Result<bool, String> {
     match std::env::var(ENV) {
         Err(std::env::VarError::NotPresent) => Ok(true),
         Ok(v) if v == "1" => Ok(true),
@@ -54,7 +59,7 @@ pub fn wanted() -> Result<bool, String> {
 }
 
 /// The shared window of this node's ranks.
-pub struct Node {
+pub(super) struct Node {
     win: ffi::MPI_Win,
     /// Each node rank's part of the window, 64-byte aligned, in this process's mapping.
     parts: Vec<*mut u8>,
@@ -76,7 +81,7 @@ unsafe impl Sync for Node {}
 impl Node {
     /// Creates the window over the ranks of `world` that share this node, with rings for
     /// `channels` channels. Collective over `world`; called before other threads use MPI.
-    pub fn new(world: &SimpleCommunicator, channels: usize) -> Node {
+    pub(super) fn new(world: &SimpleCommunicator, channels: usize) -> Node {
         let comm = world.split_shared(world.rank());
         let (size, me) = (comm.size() as usize, comm.rank() as usize);
         let mut ranks = vec![0 as c_int; size];
@@ -101,7 +106,7 @@ impl Node {
                 &mut win,
             )
         };
-        assert_eq!(rc, 0, "MPI_Win_allocate_shared failed with MPI error {rc}");
+        check(rc, "MPI_Win_allocate_shared");
         let parts: Vec<*mut u8> = (0..size)
             .map(|q| {
                 let (mut len, mut unit, mut at) =
@@ -116,7 +121,7 @@ impl Node {
                         (&mut at as *mut *mut u8).cast::<c_void>(),
                     )
                 };
-                assert_eq!(rc, 0, "MPI_Win_shared_query failed with MPI error {rc}");
+                check(rc, "MPI_Win_shared_query");
                 assert!(
                     len as usize >= bytes,
                     "rank {q}'s part of the shared window is {len} bytes, not {bytes}"
@@ -133,7 +138,7 @@ impl Node {
         // SAFETY: the live window; one passive epoch over all of it for the window's life, as
         // MPI's memory model asks of direct loads and stores to a shared window.
         let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win) };
-        assert_eq!(rc, 0, "MPI_Win_lock_all failed with MPI error {rc}");
+        check(rc, "MPI_Win_lock_all");
         comm.barrier();
         Node {
             win,
@@ -145,11 +150,6 @@ impl Node {
         }
     }
 
-    /// Whether every rank of the job is on this node.
-    pub fn whole_job(&self) -> bool {
-        self.index.iter().all(Option::is_some)
-    }
-
     /// The ring `to` receives from `from` on `channel`, in `to`'s part.
     fn ring(&self, channel: usize, to: usize, from: usize) -> *mut u8 {
         let n = self.parts.len();
@@ -159,7 +159,7 @@ impl Node {
     }
 
     /// The two ends of channel `channel`'s rings that this rank uses.
-    pub fn lane(&self, channel: usize) -> Lane {
+    pub(super) fn lane(&self, channel: usize) -> Lane {
         let n = self.parts.len();
         // SAFETY: each ring lies in the window, which outlives the lanes (the transport drops
         // its channels first); this rank is the only producer of the rings it writes (its own
@@ -172,6 +172,7 @@ impl Node {
             .map(|s| unsafe { Consumer::new(self.ring(channel, self.me, s), CAPACITY) })
             .collect();
         Lane {
+            whole_job: self.index.iter().all(Option::is_some),
             index: self.index.clone(),
             world: self.world.clone(),
             out: Mutex::new(Out {
@@ -229,7 +230,10 @@ struct Incoming {
 
 /// One channel's rings: the producing ends (one per node rank) and the consuming ends of the
 /// rings in this rank's part. Each side is try-locked, as the MPI path is.
-pub struct Lane {
+pub(super) struct Lane {
+    /// Every rank of the job is on this node: MPI carries only payloads above the inline
+    /// limit, so the channel need not look at it at every progress call.
+    whole_job: bool,
     index: Vec<Option<usize>>,
     world: Vec<usize>,
     out: Mutex<Out>,
@@ -251,17 +255,22 @@ fn try_take<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 impl Lane {
     /// The node index of world rank `rank`, when it is on this node.
     #[inline]
-    pub fn local(&self, rank: usize) -> Option<usize> {
+    pub(super) fn local(&self, rank: usize) -> Option<usize> {
         self.index.get(rank).copied().flatten()
     }
 
+    /// Whether every rank of the job is on this node.
+    pub(super) fn whole_job(&self) -> bool {
+        self.whole_job
+    }
+
     /// Messages sent that are not in their ring yet.
-    pub fn waiting(&self) -> usize {
+    pub(super) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
 
     /// Sends an inline message to node rank `to`.
-    pub fn send(
+    pub(super) fn send(
         &self,
         to: usize,
         port: u16,
@@ -307,7 +316,7 @@ impl Lane {
 
     /// Writes what waits and delivers what arrived: whether anything happened, and whether
     /// this call is the channel's turn to look at MPI as well (every `MPI_EVERY`th).
-    pub fn progress(&self, source_cq: &CompletionQueue) -> (bool, bool) {
+    pub(super) fn progress(&self, source_cq: &CompletionQueue) -> (bool, bool) {
         let mut any = false;
         if self.waiting() > 0 {
             if let Some(mut out) = try_take(&self.out) {
