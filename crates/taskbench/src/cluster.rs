@@ -84,6 +84,14 @@ pub fn local_ranks() -> usize {
         .unwrap_or(1)
 }
 
+/// This process's place among the ranks of its job on this machine (0 on its own).
+pub fn local_rank() -> usize {
+    ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.trim().parse::<usize>().ok())
+        .unwrap_or(0)
+}
+
 impl Cluster {
     /// Joins the job this process was launched into, with a channel per worker (at most
     /// four). `Ok(None)` when the process runs on its own or as the only rank.

@@ -138,6 +138,7 @@ pub(crate) fn schedule(task: Task) {
 pub struct Builder {
     workers: usize,
     pin: bool,
+    first_core: usize,
     spin: Duration,
     pollers: Vec<Arc<dyn Poller>>,
 }
@@ -147,6 +148,7 @@ impl std::fmt::Debug for Builder {
         f.debug_struct("Builder")
             .field("workers", &self.workers)
             .field("pin", &self.pin)
+            .field("first_core", &self.first_core)
             .field("spin", &self.spin)
             .field("pollers", &self.pollers.len())
             .finish()
@@ -158,6 +160,7 @@ impl Default for Builder {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             pin: true,
+            first_core: 0,
             spin: Duration::from_micros(100),
             pollers: Vec::new(),
         }
@@ -172,9 +175,25 @@ impl Builder {
         self
     }
 
-    /// Pin worker `w` to core `w` when there are enough cores (default: true).
+    /// Pin worker `w` to the `w`-th core this process may use (counted from
+    /// [`Builder::first_core`]) when there are enough of them (default: true).
     pub fn pin(mut self, pin: bool) -> Builder {
         self.pin = pin;
+        self
+    }
+
+    /// Where pinning starts among the cores this process may use (default 0). Several
+    /// processes that share a machine (ranks of one job that the launcher did not bind) each
+    /// see every core: give each its own range, or they all pin to the first cores and leave
+    /// the others idle. Workers are not pinned when the range runs past the cores.
+    ///
+    /// ```
+    /// // The second of two processes on a machine, one worker each.
+    /// let rt = tactor::Runtime::builder().workers(1).first_core(1).build().unwrap();
+    /// assert_eq!(rt.workers(), 1);
+    /// ```
+    pub fn first_core(mut self, first: usize) -> Builder {
+        self.first_core = first;
         self
     }
 
@@ -253,7 +272,8 @@ impl Builder {
         };
         for (w, deque) in deques.into_iter().enumerate() {
             let shared = rt.handle.shared.clone();
-            let core = (cores.len() >= self.workers).then(|| cores[w]);
+            let fits = self.first_core.saturating_add(self.workers) <= cores.len();
+            let core = fits.then(|| cores[self.first_core + w]);
             let t = std::thread::Builder::new()
                 .name(format!("tactor-worker-{w}"))
                 .spawn(move || {

@@ -18,7 +18,12 @@ use taskbench_core::validate::TaskError;
 /// cross-rank edges, whose network progress the workers run.
 pub fn start(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError> {
     let remote = cfg.cluster.clone().map(Remote::new);
-    let mut b = Runtime::builder().workers(cfg.workers).pin(cfg.pin);
+    let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
+    let first = super::first_core_here(cfg.workers, cfg.cluster.is_some(), allowed);
+    let mut b = Runtime::builder()
+        .workers(cfg.workers)
+        .pin(cfg.pin && first.is_some())
+        .first_core(first.unwrap_or(0));
     if let Some(r) = &remote {
         b = b.poller(r.clone());
     }

@@ -188,17 +188,11 @@ where
     } else {
         Vec::new()
     };
-    // `get_core_ids` gives the cores this process may use. On one of several ranks, pin only
-    // when the launcher gave this rank exactly one core per worker: otherwise every rank
-    // would pin its worker 0 to the same first core.
-    let pin_ok = if net.is_some() {
-        workers == cores.len()
-    } else {
-        workers <= cores.len()
-    };
+    // `get_core_ids` gives the cores this process may use; on ranks see `first_core`.
+    let first = super::first_core_here(workers, net.is_some(), cores.len());
     let pin_to = |w: usize| {
-        if pin_ok {
-            core_affinity::set_for_current(cores[w]);
+        if let Some(f) = first {
+            core_affinity::set_for_current(cores[f + w]);
         }
     };
     let worker = |w: usize| -> Vec<Duration> {
