@@ -90,7 +90,8 @@ pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
 pub use runtime::{current_worker, relax, Builder, Handle, Placement, Poller, Runtime};
 pub use scope::Scope;
 pub use subgraph::{
-    Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId as SubgraphTask,
+    Inlet, Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError,
+    TaskId as SubgraphTask,
 };
 
 #[cfg(all(test, loom))]

@@ -33,6 +33,22 @@ pub(crate) trait Resident {
     fn cancel(&self);
 }
 
+thread_local! {
+    /// Messages from outside the rings that the worker on this thread sent itself
+    /// ([`push_own`]); its mailbox takes them with the rest.
+    static OWN: RefCell<Vec<Msg>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Queues `m` for the mailbox of the worker that runs on the calling thread (the caller
+/// checked that this is the worker `m` is for).
+pub(crate) fn push_own(m: Msg) {
+    OWN.with(|o| o.borrow_mut().push(m));
+}
+
+fn own_empty() -> bool {
+    OWN.with(|o| o.borrow().is_empty())
+}
+
 /// A resident on its way to its worker (see [`Rings::push_activation`]).
 pub(crate) type Pending = Box<dyn Resident + Send>;
 
@@ -312,6 +328,11 @@ impl Mailbox {
                 t.deliver(m);
             }
         }
+        OWN.with(|o| {
+            for m in o.borrow_mut().drain(..) {
+                t.deliver(m);
+            }
+        });
         let ext = &rings.external[me];
         if !ext.is_empty() {
             while let Some(m) = super::worker::steal(|| ext.steal()) {
@@ -332,6 +353,7 @@ impl Mailbox {
                 .all(|f| !rings.channel(f, me).ready(t.heads[f]))
             && rings.external[me].is_empty()
             && rings.activations[me].is_empty()
+            && own_empty()
     }
 
     /// Delivers messages and runs ready residents until none is ready, or `POLL_BUDGET` residents
@@ -387,6 +409,8 @@ impl Mailbox {
     }
 
     fn cancel_all(&self) {
+        // Messages for instances that are cancelled here anyway.
+        OWN.with(|o| o.borrow_mut().clear());
         let residents = std::mem::take(&mut self.table.borrow_mut().residents);
         for a in residents.into_iter().flatten() {
             a.cancel();
@@ -417,6 +441,7 @@ impl Source for Mailbox {
 
     fn has_work(&self) -> bool {
         self.in_flight()
+            || !own_empty()
             || !self.rings.external[self.me].is_empty()
             || !self.rings.activations[self.me].is_empty()
     }

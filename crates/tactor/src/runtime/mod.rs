@@ -380,6 +380,12 @@ impl Handle {
 
     /// Queues a compiled-subgraph message for worker `w` from any thread.
     pub(crate) fn send_external(&self, w: usize, m: Msg) {
+        // From worker `w` itself (a network poll on it found the message an instance waits
+        // for): its own queue, with no atomics and no wake-up.
+        if worker::is_current(&self.shared, w) {
+            mailbox::push_own(m);
+            return;
+        }
         self.shared.rings.push_external(w, m);
         self.shared.idle.wake_worker(w);
     }

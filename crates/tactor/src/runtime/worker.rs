@@ -40,6 +40,11 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
     f(unsafe { p.as_ref() })
 }
 
+/// Whether the calling thread is worker `w` of the runtime that `shared` belongs to.
+pub(crate) fn is_current(shared: &Arc<Shared>, w: usize) -> bool {
+    with_current(|c| c.is_some_and(|c| c.index == w && Arc::ptr_eq(&c.shared, shared)))
+}
+
 impl WorkerCtx {
     /// Queues a ready task from this worker.
     pub(crate) fn push(&self, task: Task) {

@@ -256,18 +256,29 @@ struct Pre<A> {
 
 impl<A: Send + Sync + 'static> Notify for Pre<A> {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
+        self.state.precondition_done(self.index, outcome);
+    }
+}
+
+/// What an [`Inlet`] opens: precondition `index` of an instance, whatever its argument type.
+trait Opens: Send + Sync {
+    fn precondition_done(&self, index: usize, outcome: &Outcome);
+}
+
+impl<A: Send + Sync + 'static> Opens for State<A> {
+    /// Precondition `index` triggered: its target vertices each get one arrival.
+    fn precondition_done(&self, index: usize, outcome: &Outcome) {
         if let Err(f) = outcome {
-            self.state.fail(f.clone());
+            self.fail(f.clone());
         }
-        let g = &*self.state.graph;
-        let (a, b) = (g.pre_start[self.index], g.pre_start[self.index + 1]);
+        let g = &*self.graph;
+        let (a, b) = (g.pre_start[index], g.pre_start[index + 1]);
         for &v in &g.pre_targets[a as usize..b as usize] {
             let m = Msg {
-                id: self.state.id,
+                id: self.id,
                 vertex: v,
             };
-            self.state
-                .handle
+            self.handle
                 .send_external(g.worker_of[v as usize] as usize, m);
         }
     }
@@ -285,19 +296,83 @@ impl<A: Send + Sync + 'static> Notify for FinishWhen<A> {
     }
 }
 
+/// One precondition of one instance, opened directly by whoever holds it: what a network
+/// layer uses for a message it expects (the message's arrival opens the inlet), at the cost of
+/// one notification, where an [`Event`] given to `instantiate` costs an event, a subscription
+/// and a trigger. An inlet dropped without being opened poisons the instance, so that nothing
+/// waits for it forever.
+///
+/// ```
+/// use tactor::{Runtime, SubgraphBuilder};
+///
+/// let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+/// let mut b = SubgraphBuilder::<()>::new();
+/// let t = b.task(0, |_| ());
+/// let message = b.precondition();
+/// b.wait_for(message, t);
+/// let graph = b.compile(&rt).unwrap();
+/// let (instance, mut inlets) = graph.instantiate_with_inlets((), &[], 1);
+/// inlets.pop().unwrap().open();
+/// instance.completion.wait().unwrap();
+/// ```
+pub struct Inlet {
+    /// The instance and the precondition's index; `None` once opened or poisoned.
+    target: Option<(Arc<dyn Opens>, usize)>,
+}
+
+impl Inlet {
+    /// The precondition holds: the tasks that wait only for it may run.
+    pub fn open(mut self) {
+        if let Some((t, index)) = self.target.take() {
+            t.precondition_done(index, &Ok(()));
+        }
+    }
+
+    /// The precondition failed: the instance's tasks that wait for it do not run, and its
+    /// events are poisoned with `reason`.
+    pub fn poison(mut self, reason: &str) {
+        self.fail(reason);
+    }
+
+    fn fail(&mut self, reason: &str) {
+        if let Some((t, index)) = self.target.take() {
+            let f = Arc::new(Failure::Poisoned(reason.to_string()));
+            t.precondition_done(index, &Err(f));
+        }
+    }
+}
+
+impl Drop for Inlet {
+    fn drop(&mut self) {
+        self.fail("an instance's inlet was dropped without being opened");
+    }
+}
+
+impl std::fmt::Debug for Inlet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.target.is_some() {
+            "Inlet(closed)"
+        } else {
+            "Inlet(opened)"
+        })
+    }
+}
+
 #[track_caller]
 pub(crate) fn instantiate<A: Send + Sync + 'static>(
     graph: &Arc<Compiled<A>>,
     handle: &Handle,
     args: A,
     preconditions: &[Event],
-) -> Instance {
+    inlets: usize,
+) -> (Instance, Vec<Inlet>) {
     assert_eq!(
+        preconditions.len().checked_add(inlets),
+        Some(graph.preconditions()),
+        "the subgraph declares {} preconditions but instantiate got {} events and {} inlets",
+        graph.preconditions(),
         preconditions.len(),
-        graph.preconditions(),
-        "the subgraph declares {} preconditions but instantiate got {}",
-        graph.preconditions(),
-        preconditions.len()
+        inlets
     );
     let state = Arc::new(State::new(graph, handle, args, Location::caller()));
     let out = Instance {
@@ -305,11 +380,20 @@ pub(crate) fn instantiate<A: Send + Sync + 'static>(
         postconditions: state.posts.clone(),
     };
     if graph.tasks() == 0 {
-        // Nothing to run: the instance is done when its preconditions are.
-        Event::merge(preconditions)
+        // Nothing to run: the instance is done when its preconditions are (its inlets too).
+        let mut all = preconditions.to_vec();
+        let mut opened = Vec::with_capacity(inlets);
+        for _ in 0..inlets {
+            let u = crate::UserEvent::new();
+            all.push(u.event());
+            opened.push(Inlet {
+                target: Some((Arc::new(OpenUser(u)) as Arc<dyn Opens>, 0)),
+            });
+        }
+        Event::merge(&all)
             .state()
             .subscribe(Arc::new(FinishWhen(state)));
-        return out;
+        return (out, opened);
     }
     for (index, e) in preconditions.iter().enumerate() {
         e.state().subscribe(Arc::new(Pre {
@@ -317,8 +401,26 @@ pub(crate) fn instantiate<A: Send + Sync + 'static>(
             index,
         }));
     }
+    let first = preconditions.len();
+    let opened = (first..first + inlets)
+        .map(|index| Inlet {
+            target: Some((state.clone() as Arc<dyn Opens>, index)),
+        })
+        .collect();
     for &w in &graph.workers_used {
         handle.activate_on(w, Box::new(Cursor::new(state.clone(), w)));
     }
-    out
+    (out, opened)
+}
+
+/// An inlet of an instance without tasks: triggers the user event its completion waits for.
+struct OpenUser(crate::UserEvent);
+
+impl Opens for OpenUser {
+    fn precondition_done(&self, _index: usize, outcome: &Outcome) {
+        let _ = match outcome {
+            Ok(()) => self.0.trigger(),
+            Err(f) => self.0.poison(&f.to_string()),
+        };
+    }
 }

@@ -29,7 +29,7 @@ use crate::runtime::Handle;
 use std::fmt;
 use std::sync::Arc;
 
-pub use exec::Instance;
+pub use exec::{Inlet, Instance};
 
 /// A task of a subgraph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -216,6 +216,22 @@ impl<A: Send + Sync + 'static> Subgraph<A> {
     /// If `preconditions` does not have one event per declared precondition.
     #[track_caller]
     pub fn instantiate(&self, args: A, preconditions: &[Event]) -> Instance {
-        exec::instantiate(&self.compiled, &self.handle, args, preconditions)
+        exec::instantiate(&self.compiled, &self.handle, args, preconditions, 0).0
+    }
+
+    /// Like [`Subgraph::instantiate`], but the last `inlets` preconditions are not events:
+    /// they are opened through the returned [`Inlet`]s, in order (what a network layer uses
+    /// for the messages an instance waits for). `preconditions` gives events for the others.
+    ///
+    /// # Panics
+    /// If `preconditions.len() + inlets` is not the number of declared preconditions.
+    #[track_caller]
+    pub fn instantiate_with_inlets(
+        &self,
+        args: A,
+        preconditions: &[Event],
+        inlets: usize,
+    ) -> (Instance, Vec<Inlet>) {
+        exec::instantiate(&self.compiled, &self.handle, args, preconditions, inlets)
     }
 }

@@ -5,10 +5,11 @@
 //! per (stream, timestep, pair of ranks)**, a stream being a graph (`tasks`) or all the graphs
 //! a `compiled` chain runs in lock-step: the sender's side is a task (or subgraph vertex)
 //! that runs once the producing tasks have, gathers their outputs and sends; the receiver's
-//! side is an external precondition, an [`Event`] that the message triggers, followed by a
-//! task that copies the outputs into the rows the readers use. A remote precondition is
-//! registered once (whoever comes first, the message or the local task that waits for it,
-//! creates it) and triggered by exactly one message.
+//! side is an external precondition that the message opens — an [`Event`] for `tasks`, an
+//! [`Inlet`] of the waiting instance for `compiled` (with an [`Inbox`] slot the message goes
+//! to) — followed by a task that copies the outputs into the rows the readers use. A remote
+//! precondition is registered once (whoever comes first, the message or the local task that
+//! waits for it, creates it) and opened by exactly one message.
 //!
 //! The network is progressed by the runtime's idle workers, through the [`Poller`] that
 //! [`Remote`] implements. When another rank fails, every remote precondition of this rank,
@@ -19,7 +20,7 @@ use crate::cluster::{injected_fault, Cluster, Fault, PORT_TACTOR};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tactor::{Event, Poller, UserEvent};
+use tactor::{Event, Inlet, Poller, UserEvent};
 use tactor_comm::Message;
 use taskbench_core::app::Placement;
 use taskbench_core::plan::Plan;
@@ -122,10 +123,60 @@ impl Cut {
     }
 }
 
-/// A remote precondition: its event, and the message once it arrived.
+/// Where the messages of one subgraph instance go: a slot per message it waits for, filled
+/// once and taken by the vertex that the message's inlet releases (no lookup, and a lock of
+/// its own, which nobody else takes at the same time). Taken, not left for the instance's end:
+/// buffers freed at once are reused while they are still in the cache.
+pub type Inbox = Arc<[Mutex<Option<Vec<u8>>>]>;
+
+/// What waits for a message: an event (`tasks`; the message stays here until taken), or an
+/// inlet of a subgraph instance and the inbox slot the message goes to (`compiled`, which
+/// spares the event, its subscription, its trigger and the second lookup).
+#[derive(Default)]
+enum Waiter {
+    #[default]
+    None,
+    Event(UserEvent),
+    Slot(Inlet, Inbox, usize),
+}
+
+impl Waiter {
+    /// The message arrived: `data` is given to a slot waiter (the others find it filed).
+    fn open(self, data: Option<Vec<u8>>) {
+        match self {
+            Waiter::None => {}
+            Waiter::Event(e) => {
+                let _ = e.trigger();
+            }
+            Waiter::Slot(inlet, inbox, k) => {
+                // Each key is registered once and its entry removed when the message is
+                // handed over (a second message with the key would stay filed, and the pass
+                // then ends with an error), so the slot is empty.
+                *inbox[k].lock().unwrap_or_else(|p| p.into_inner()) = data;
+                inlet.open();
+            }
+        }
+    }
+
+    fn poison(self, why: &str) {
+        match self {
+            Waiter::None => {}
+            Waiter::Event(e) => {
+                let _ = e.poison(why);
+            }
+            Waiter::Slot(inlet, ..) => inlet.poison(why),
+        }
+    }
+
+    fn files_data(&self) -> bool {
+        !matches!(self, Waiter::Slot(..))
+    }
+}
+
+/// A remote precondition: what waits for the message, and the message once it arrived.
 #[derive(Default)]
 struct Entry {
-    event: UserEvent,
+    waiter: Waiter,
     data: Option<Vec<u8>>,
 }
 
@@ -173,17 +224,77 @@ impl Remote {
 
     /// The event that the message `key` triggers (poisoned if another rank failed).
     pub fn arrival(&self, key: Key) -> Event {
-        let mut e = self.entries();
-        if let Some(why) = &e.poisoned {
-            let u = UserEvent::new();
-            let _ = u.poison(why);
-            return u.event();
-        }
-        e.map.entry(key).or_default().event.event()
+        let u = UserEvent::new();
+        let e = u.event();
+        self.expect([(key, Waiter::Event(u))]);
+        e
     }
 
-    fn take(&self, key: Key, count: usize, len: usize) -> Result<Vec<u8>, String> {
-        let data = self.entries().map.remove(&key).and_then(|e| e.data);
+    /// For each `(key, inlet)`, `k`-th in order: when the message of `key` arrives (at once
+    /// if it did), puts it in `inbox[k]` and opens the inlet; poisons the inlet if another
+    /// rank failed. One lock for them all.
+    pub fn inlets(&self, inbox: &Inbox, inlets: impl IntoIterator<Item = (Key, Inlet)>) {
+        let waiters = inlets
+            .into_iter()
+            .enumerate()
+            .map(|(k, (key, i))| (key, Waiter::Slot(i, inbox.clone(), k)));
+        self.expect(waiters);
+    }
+
+    fn expect(&self, waiters: impl IntoIterator<Item = (Key, Waiter)>) {
+        let mut now = Vec::new();
+        let poisoned = {
+            let mut e = self.entries();
+            match e.poisoned.clone() {
+                Some(why) => {
+                    now.extend(waiters.into_iter().map(|(_, w)| (w, None)));
+                    Some(why)
+                }
+                None => {
+                    for (key, w) in waiters {
+                        let entry = e.map.entry(key).or_default();
+                        if entry.data.is_none() {
+                            entry.waiter = w;
+                        } else if w.files_data() {
+                            now.push((w, None));
+                        } else {
+                            let data = e.map.remove(&key).and_then(|x| x.data);
+                            now.push((w, data));
+                        }
+                    }
+                    None
+                }
+            }
+        };
+        for (w, data) in now {
+            match &poisoned {
+                Some(why) => w.poison(why),
+                None => w.open(data),
+            }
+        }
+    }
+
+    /// Checks that message `data` of `key` carries `count` outputs in `len` bytes, and
+    /// returns its outputs; otherwise records what is wrong as this rank's failure.
+    pub fn check<'d>(
+        &self,
+        key: Key,
+        data: Option<&'d [u8]>,
+        count: usize,
+        len: usize,
+    ) -> Option<&'d [u8]> {
+        self.checked(key, data, count, len)
+            .map_err(|e| self.protocol_error(e))
+            .ok()
+    }
+
+    fn checked<'d>(
+        &self,
+        key: Key,
+        data: Option<&'d [u8]>,
+        count: usize,
+        len: usize,
+    ) -> Result<&'d [u8], String> {
         let (g, t, src) = key;
         let Some(data) = data else {
             return Err(format!(
@@ -197,16 +308,16 @@ impl Remote {
                 data.len() - HEADER
             ));
         }
-        Ok(data)
+        Ok(&data[HEADER..])
     }
 
     /// Takes message `key`, which arrived (its event triggered), if it carries `count`
     /// outputs in `len` bytes; otherwise records what is wrong as this rank's failure.
     /// [`Remote::payload`] gives its outputs.
     pub fn receive(&self, key: Key, count: usize, len: usize) -> Option<Vec<u8>> {
-        self.take(key, count, len)
-            .map_err(|e| self.protocol_error(e))
-            .ok()
+        let data = self.entries().map.remove(&key).and_then(|e| e.data);
+        self.check(key, data.as_deref(), count, len)?;
+        data
     }
 
     /// The outputs in a message from [`Remote::receive`], back to back.
@@ -261,7 +372,7 @@ impl Remote {
                 m.data.len()
             ));
         };
-        let event = {
+        let waiter = {
             let mut e = self.entries();
             let entry = e.map.entry(key).or_default();
             if entry.data.is_some() {
@@ -271,10 +382,16 @@ impl Remote {
                     key.0, key.1, key.2
                 ));
             }
-            entry.data = Some(m.data);
-            entry.event.clone()
+            let waiter = std::mem::take(&mut entry.waiter);
+            if waiter.files_data() {
+                entry.data = Some(m.data);
+                (waiter, None)
+            } else {
+                e.map.remove(&key);
+                (waiter, Some(m.data))
+            }
         };
-        let _ = event.trigger();
+        waiter.0.open(waiter.1);
     }
 
     fn protocol_error(&self, e: String) {
@@ -333,7 +450,7 @@ impl Remote {
             pending
         };
         for entry in pending {
-            let _ = entry.event.poison(&why);
+            entry.waiter.poison(&why);
         }
     }
 

@@ -19,7 +19,7 @@
 //! precondition that the message triggers, and the readers of the slots it fills), each
 //! carrying every graph's outputs between that pair of ranks.
 
-use super::{Chunk, Item, Shared};
+use super::{Args, Chunk, Item, Shared};
 use crate::systems::on_tactor::slot_guards;
 use crate::systems::RunError;
 use std::collections::BTreeMap;
@@ -50,7 +50,7 @@ pub fn conditions(width: usize) -> usize {
 }
 
 /// Adds edges from every source in `srcs` (deduplicated; drained) to `to`.
-fn wire(b: &mut SubgraphBuilder<i64>, pres: &[PreId], srcs: &mut Vec<Src>, to: SubgraphTask) {
+fn wire(b: &mut SubgraphBuilder<Args>, pres: &[PreId], srcs: &mut Vec<Src>, to: SubgraphTask) {
     srcs.sort_unstable_by_key(|s| match s {
         Src::Task(t) => (0, t.0 as usize),
         Src::Pre(k) => (1, *k),
@@ -72,7 +72,7 @@ pub fn build(
     t0: i64,
     len: i64,
 ) -> Result<Chunk, RunError> {
-    let mut b = SubgraphBuilder::<i64>::new();
+    let mut b = SubgraphBuilder::<Args>::new();
     let mut tracks = Vec::new();
     let mut total = 0;
     for &g in members {
@@ -113,7 +113,7 @@ pub fn build(
             }
             let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
             let s = sh.clone();
-            let id = b.task(worker, move |t0: &i64| s.run_points(*t0 + i, &run));
+            let id = b.task(worker, move |a: &Args| s.run_points(a.t0 + i, &run));
             wire(&mut b, &pres, &mut srcs, id);
             ids.push((id, items.clone()));
         }
@@ -144,7 +144,7 @@ pub fn build(
             }
             let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
             let s = sh.clone();
-            let id = b.task(worker, move |t0: &i64| s.send(*t0 + i, dest, &run));
+            let id = b.task(worker, move |a: &Args| s.send(a.t0 + i, dest, &run));
             wire(&mut b, &pres, &mut srcs, id);
             for &(j, q) in &items {
                 let tr = &mut tracks[j];
@@ -170,10 +170,11 @@ pub fn build(
                 srcs.extend(slot_guards(&tr.users[row * tr.width + d as usize]));
             }
             let pre = b.precondition();
+            let k = receives.len();
             receives.push((i, src));
             let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
             let s = sh.clone();
-            let id = b.task(worker, move |t0: &i64| s.receive(*t0 + i, src, &run));
+            let id = b.task(worker, move |a: &Args| s.receive(a, k, a.t0 + i, src, &run));
             b.wait_for(pre, id);
             wire(&mut b, &pres, &mut srcs, id);
             for &(j, d) in &items {

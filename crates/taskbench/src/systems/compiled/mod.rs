@@ -20,7 +20,7 @@
 mod chunk;
 
 use super::on_tactor::{self, ErrorSlot, Graph};
-use super::remote::Remote;
+use super::remote::{Inbox, Remote};
 use super::team::Pass;
 use super::{check_workers, footprint, RunConfig, RunError, System};
 use std::collections::HashMap;
@@ -95,19 +95,23 @@ impl Shared {
         remote.send(channel, dest, (stream, t), self.size(points), outputs);
     }
 
-    /// Copies the outputs of `points` at `t`, sent by rank `src`, into their rows.
-    fn receive(&self, t: i64, src: usize, points: &[(usize, i64)]) {
+    /// Copies the outputs of `points` at `t`, sent by rank `src` and found in slot `k` of the
+    /// instance's inbox, into their rows.
+    fn receive(&self, args: &Args, k: usize, t: i64, src: usize, points: &[(usize, i64)]) {
         let remote = self
             .remote
             .as_ref()
             .expect("receives exist on several ranks only");
         let (count, len) = self.size(points);
         let key = (self.stream[points[0].0], t, src);
-        let Some(m) = remote.receive(key, count, len) else {
+        let data = args
+            .inbox
+            .get(k)
+            .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let Some(payload) = remote.check(key, data.as_deref(), count, len) else {
             return;
         };
         let mut at = 0;
-        let payload = Remote::payload(&m);
         for &(g, d) in points {
             let data = &self.graphs[g];
             let bytes = data.plan.graph().output_bytes_per_task;
@@ -120,11 +124,18 @@ impl Shared {
     }
 }
 
+/// What an instance of a chunk gets: its first timestep, and where the messages it waits for
+/// arrive (one slot per receive vertex, in the order of `Chunk::receives`).
+pub(super) struct Args {
+    t0: i64,
+    inbox: Inbox,
+}
+
 /// A compiled chunk, which of its postconditions some vertex signals, and the messages its
 /// receive vertices wait for: (timestep within the chunk, source rank), in the order of the
 /// preconditions after the slot conditions.
 struct Chunk {
-    graph: Subgraph<i64>,
+    graph: Subgraph<Args>,
     has_source: Vec<bool>,
     receives: Vec<(i64, usize)>,
 }
@@ -222,16 +233,22 @@ impl Chain<'_> {
     fn step(&mut self) -> Option<Event> {
         let (t0, chunk) = self.run.chunks.get(self.next)?;
         self.next += 1;
-        let mut pre = self.pre.clone();
+        let inbox: Inbox = chunk.receives.iter().map(|_| Mutex::new(None)).collect();
+        let args = Args {
+            t0: *t0,
+            inbox: inbox.clone(),
+        };
+        let (inst, inlets) =
+            chunk
+                .graph
+                .instantiate_with_inlets(args, &self.pre, chunk.receives.len());
         if let Some(remote) = self.remote {
-            pre.extend(
-                chunk
-                    .receives
-                    .iter()
-                    .map(|&(i, src)| remote.arrival((self.run.index, t0 + i, src))),
-            );
+            let keys = chunk
+                .receives
+                .iter()
+                .map(|&(i, src)| (self.run.index, t0 + i, src));
+            remote.inlets(&inbox, keys.zip(inlets));
         }
-        let inst = chunk.graph.instantiate(*t0, &pre);
         for (k, post) in inst.postconditions.into_iter().enumerate() {
             if chunk.has_source[k] {
                 self.pre[k] = post;
