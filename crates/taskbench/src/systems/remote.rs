@@ -18,6 +18,7 @@
 
 use crate::cluster::{injected_fault, Cluster, Fault, PORT_TACTOR};
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry as MapEntry;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tactor::{Event, Inlet, Poller, UserEvent};
@@ -372,26 +373,33 @@ impl Remote {
                 m.data.len()
             ));
         };
-        let waiter = {
+        let (waiter, data) = {
             let mut e = self.entries();
-            let entry = e.map.entry(key).or_default();
-            if entry.data.is_some() {
-                drop(e);
-                return self.protocol_error(format!(
-                    "stream {}: the outputs of timestep {} arrived twice from rank {}",
-                    key.0, key.1, key.2
-                ));
-            }
-            let waiter = std::mem::take(&mut entry.waiter);
-            if waiter.files_data() {
-                entry.data = Some(m.data);
-                (waiter, None)
-            } else {
-                e.map.remove(&key);
-                (waiter, Some(m.data))
+            // One hash: the entry is looked up once, and removed through the same handle when
+            // its waiter takes the message itself.
+            match e.map.entry(key) {
+                MapEntry::Occupied(o) if o.get().data.is_some() => {
+                    drop(e);
+                    return self.protocol_error(format!(
+                        "stream {}: the outputs of timestep {} arrived twice from rank {}",
+                        key.0, key.1, key.2
+                    ));
+                }
+                MapEntry::Occupied(mut o) if o.get().waiter.files_data() => {
+                    o.get_mut().data = Some(m.data);
+                    (std::mem::take(&mut o.get_mut().waiter), None)
+                }
+                MapEntry::Occupied(o) => (o.remove().waiter, Some(m.data)),
+                MapEntry::Vacant(v) => {
+                    v.insert(Entry {
+                        waiter: Waiter::None,
+                        data: Some(m.data),
+                    });
+                    return;
+                }
             }
         };
-        waiter.0.open(waiter.1);
+        waiter.open(data);
     }
 
     fn protocol_error(&self, e: String) {
