@@ -17,7 +17,7 @@
 //!   mapped to different channels never serialise on one another.
 //!
 //! Backends: [`loopback::Loopback`] (in-process ranks, for tests and shared-memory runs) and,
-//! with the `mpi` feature, [`mpi::MpiTransport`] (rsmpi over the system's MPI). A new backend
+//! with the `mpi` feature, `mpi::MpiTransport` (rsmpi over the system's MPI). A new backend
 //! implements [`Transport`] in a module of its own. Between ranks on one node the MPI backend
 //! passes inline messages through [`ring`]s in an MPI-3 shared window rather than MPI's
 //! point-to-point path (`mpi::node`; `TACTOR_COMM_SHM=0` turns that off).
@@ -149,7 +149,7 @@ pub fn connect(channels: usize, size: usize, program: &str) -> Result<Box<dyn Tr
 }
 
 /// [`connect`] for a process that is one thread all along: MPI then runs at
-/// `MPI_THREAD_SINGLE` ([`mpi::MpiTransport::init_one_thread`], without the MPI library's
+/// `MPI_THREAD_SINGLE` (`mpi::MpiTransport::init_one_thread`, without the MPI library's
 /// internal locks).
 ///
 /// # Safety

@@ -39,7 +39,7 @@ pub struct SizeNoise {
     /// How much slower than its best the calibration run before the kept attempt was.
     pub calibration_drop: f64,
     /// Share of the machine's CPU time other programs used while this size was measured
-    /// ([`super::load`]), where it could be read.
+    /// (read as `metg/load.rs` does), where it could be read.
     pub foreign_load: Option<f64>,
     /// Attempts made (1 + repeats).
     pub attempts: usize,
