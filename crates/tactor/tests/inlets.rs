@@ -8,20 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tactor::{Event, Failure, Inlet, Placement, Poller, Runtime, SubgraphBuilder};
 
-fn rt(n: usize) -> Runtime {
-    Runtime::builder().workers(n).pin(false).build().unwrap()
-}
-
-/// Waits for `e` on another thread, failing instead of hanging if it never triggers.
-fn wait_or_fail(e: &Event, what: &str) -> Result<(), tactor::TaskFailed> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let e = e.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(e.wait());
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{what}: the event never triggered"))
-}
+mod common;
+use common::{rt, wait_or_fail};
 
 /// A task on worker `w` after an event precondition, and a task on worker `w` after an inlet
 /// that checks that `opened` was set before it ran; both count their runs in `ran`, the second

@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Failure, Placement, Runtime, SubgraphBuilder, SubgraphError, UserEvent};
 
+mod common;
+use common::{rt, wait_or_fail};
+
 /// `normal`, or `miri` under Miri (which runs these tests about a thousand times slower).
 fn scaled<T>(normal: T, miri: T) -> T {
     if cfg!(miri) {
@@ -14,10 +17,6 @@ fn scaled<T>(normal: T, miri: T) -> T {
     } else {
         normal
     }
-}
-
-fn rt(n: usize) -> Runtime {
-    Runtime::builder().workers(n).pin(false).build().unwrap()
 }
 
 #[test]
@@ -238,17 +237,6 @@ fn dropping_the_runtime_with_an_instance_waiting_poisons_it() {
     drop(rt);
     assert!(inst.completion.wait().is_err());
     drop(u);
-}
-
-/// Waits for `e` on another thread, failing instead of hanging if it never triggers.
-fn wait_or_fail(e: &Event, what: &str) -> Result<(), tactor::TaskFailed> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let e = e.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(e.wait());
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{what}: the event never triggered"))
 }
 
 #[test]

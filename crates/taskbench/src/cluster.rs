@@ -77,19 +77,20 @@ fn several_ranks() -> Option<(usize, usize)> {
 
 /// Ranks of this job on this machine, as the launcher announces them (1 on its own).
 pub fn local_ranks() -> usize {
-    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok()?.trim().parse::<usize>().ok())
+    launcher_count(&["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"])
         .filter(|&n| n > 0)
         .unwrap_or(1)
 }
 
 /// This process's place among the ranks of its job on this machine (0 on its own).
 pub fn local_rank() -> usize {
-    ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"]
-        .iter()
+    launcher_count(&["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"]).unwrap_or(0)
+}
+
+/// The first of these launcher variables (Open MPI's, then MPICH's) that holds a count.
+fn launcher_count(vars: &[&str]) -> Option<usize> {
+    vars.iter()
         .find_map(|k| std::env::var(k).ok()?.trim().parse::<usize>().ok())
-        .unwrap_or(0)
 }
 
 impl Cluster {
