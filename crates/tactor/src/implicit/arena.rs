@@ -10,6 +10,7 @@
 //! per closure in launch order, the workers of a lock-step graph took the line from each
 //! other at every vertex.
 
+use std::any::Any;
 use std::cell::UnsafeCell;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,9 @@ pub(crate) struct Arena {
     slots: Option<Arc<[u32]>>,
     /// Where the buffers go when the arena is dropped, for the next replay.
     pool: Option<Arc<Pool>>,
+    /// What the closures point into (a recording's accesses): kept alive until they are
+    /// gone. Dropped after them (fields drop after [`Drop::drop`]).
+    keep: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 /// Buffers of dropped arenas, reused by later ones: a replay's arena is dropped on a worker
@@ -123,12 +127,14 @@ impl Arena {
     /// kernel page clearing in a profile of `examples/implicit.rs`; on `traced` it measured
     /// neutral (9 alternated runs, 9.14 vs 9.17 ms).
     /// The flags are laid out with `slots` at once. Its buffers come from `pool` when it has
-    /// spares, and go back there when the arena is dropped.
+    /// spares, and go back there when the arena is dropped. `keep` lives as long as the
+    /// arena ([`Arena::keep`]).
     pub(crate) fn sized_like(
         units: usize,
         entries: usize,
         slots: Arc<[u32]>,
         pool: Arc<Pool>,
+        keep: Arc<dyn Any + Send + Sync>,
     ) -> Arena {
         let (mut u, mut e, taken) = pool.take().unwrap_or_default();
         u.reserve(units);
@@ -139,6 +145,7 @@ impl Arena {
             taken,
             slots: None,
             pool: Some(pool),
+            keep: Some(keep),
         };
         a.lay_out(slots);
         a
@@ -150,6 +157,11 @@ impl Arena {
         self.taken.clear();
         self.taken.resize_with(len, || UnsafeCell::new(false));
         self.slots = Some(slots);
+    }
+
+    /// Keeps `keep` alive as long as the arena: what its closures point into.
+    pub(crate) fn keep(&mut self, keep: Arc<dyn Any + Send + Sync>) {
+        self.keep = Some(keep);
     }
 
     /// Where entry `k`'s flag is.
@@ -324,7 +336,7 @@ mod tests {
             }
         }
         let slots = slots_for(&[0, 1, 0]);
-        let mut first = Arena::sized_like(64, 3, slots.clone(), pool.clone());
+        let mut first = Arena::sized_like(64, 3, slots.clone(), pool.clone(), Arc::new(()));
         for _ in 0..3 {
             let d = Count(drops.clone());
             first.push(move || drop(d));
@@ -334,7 +346,7 @@ mod tests {
         unsafe { first.run(1) };
         drop(first);
         assert_eq!(drops.load(SeqCst), 3, "one ran, two dropped");
-        let second = Arena::sized_like(64, 3, slots, pool.clone());
+        let second = Arena::sized_like(64, 3, slots, pool.clone(), Arc::new(()));
         assert_eq!(second.units.as_ptr(), buffer, "the spare buffer came back");
         assert_eq!(second.len(), 0);
         assert!(second.taken.iter().all(|t| {

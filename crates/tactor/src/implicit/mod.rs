@@ -65,6 +65,7 @@ use access::{check_distinct, Declared, Mode};
 use analysis::Versions;
 use region::{Cell, RegionKey};
 use std::any::TypeId;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -218,15 +219,32 @@ impl Program {
                 let mut rest = recorded.iter();
                 access.matches(&mut rest) && rest.as_slice().is_empty()
             };
-            if let Some(arena) = self
-                .traces
-                .replay_slot(TypeId::of::<F>(), placement, false, fits)
+            if let Some((arena, typed)) =
+                self.traces
+                    .replay_slot(TypeId::of::<F>(), placement, false, fits)
             {
-                arena.push(move || {
-                    // SAFETY: as below; the recording this launch matched was analysed.
-                    let refs = unsafe { access.get() };
-                    task(refs)
-                });
+                match typed.get::<A>(arena.len()) {
+                    Some(recorded) => {
+                        // Equal to `access` (same regions, same modes: `fits`), and smaller
+                        // to hand to the worker.
+                        let recorded = Shared(NonNull::from(recorded));
+                        drop(access);
+                        arena.push(move || {
+                            let recorded = recorded;
+                            // SAFETY: the arena keeps the recording's accesses alive while
+                            // its closures exist (`Arena::keep`), nothing changes them
+                            // (`trace::Typed`), and the recording this launch matched was
+                            // analysed, as below.
+                            let refs = unsafe { recorded.0.as_ref().get() };
+                            task(refs)
+                        });
+                    }
+                    None => arena.push(move || {
+                        // SAFETY: as below; the recording this launch matched was analysed.
+                        let refs = unsafe { access.get() };
+                        task(refs)
+                    }),
+                }
                 self.since_relax += 1;
                 if self.since_relax >= RELAX_EVERY {
                     self.since_relax = 0;
@@ -236,14 +254,36 @@ impl Program {
             }
         }
         let mut declared = std::mem::take(&mut self.declared);
-        let job = declared_job(&mut declared, access, task);
         let kind = trace::TaskKind::of::<F>();
+        if manual && self.traces.is_recording() {
+            // The accesses are kept with the recording, for replays to point at.
+            declared.clear();
+            access.declare(&mut declared);
+            let typed = Box::new(access);
+            let at = Shared(NonNull::from(&*typed));
+            let job = move || {
+                let at = at;
+                // SAFETY: the recording keeps the box (its contents never move) as long as
+                // its arena's closures exist, and nothing changes it; the job runs as
+                // `declared_job`'s do, after the analysis of the recording.
+                let refs = unsafe { at.0.as_ref().get() };
+                task(refs)
+            };
+            let program = self.id;
+            let check = |d: &[Declared]| check(program, d);
+            self.traces
+                .launch(kind, placement, &declared, job, check, None, Some(typed));
+            self.declared = declared;
+            crate::relax();
+            return;
+        }
+        let job = declared_job(&mut declared, access, task);
         if manual {
             // A launch that matches its recording was checked when it was recorded.
             let program = self.id;
             let check = |d: &[Declared]| check(program, d);
             self.traces
-                .launch(kind, placement, &declared, job, check, None);
+                .launch(kind, placement, &declared, job, check, None, None);
         } else if self.auto.is_some() {
             self.launch_auto(kind, placement, &declared, job, None);
         } else {
@@ -299,7 +339,7 @@ impl Program {
         if manual {
             let check = |d: &[Declared]| check(program, d);
             self.traces
-                .launch(kind, placement, &declared, job, check, Some(after));
+                .launch(kind, placement, &declared, job, check, Some(after), None);
         } else if self.auto.is_some() {
             self.launch_auto(kind, placement, &declared, job, Some(after));
         } else {
@@ -700,6 +740,21 @@ fn merged(events: &[Event]) -> Event {
 
 /// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:
 /// the task called with the references the accesses give.
+/// A pointer to accesses a recording keeps, handed to the worker that runs the task.
+struct Shared<A>(NonNull<A>);
+
+// SAFETY: the pointee is reached only as `&A` for `Access::get`, which reads region keys and
+// cell pointers and nothing else (see `trace::Typed`), and the accesses are `Send`.
+unsafe impl<A: Access> Send for Shared<A> {}
+
+impl<A> Clone for Shared<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A> Copy for Shared<A> {}
+
 fn declared_job<A, F>(declared: &mut Vec<Declared>, access: A, task: F) -> impl FnOnce() + Send
 where
     A: Access,
