@@ -21,7 +21,8 @@
 //! is passed through to the next chunk unchanged.
 //!
 //! **Ranks.** After each timestep, one send vertex per destination rank (after the producers,
-//! among the slots' readers) and one receive vertex per source rank (after an external
+//! among the slots' readers; or none: the send at the end of the one vertex that produces all
+//! of the message) and one receive vertex per source rank (after an external
 //! precondition that the message triggers, and the readers of the slots it fills), each
 //! carrying every graph's outputs between that pair of ranks.
 
@@ -123,6 +124,16 @@ pub fn build(
             }
         }
         ids.clear();
+        // A message whose outputs one vertex produces all of is sent at that vertex's end:
+        // no vertex of its own to wake and run (on 2 ranks of stencil_1d, every message).
+        let mut sends: Vec<(usize, Vec<Item>, bool)> = if sh.remote.is_some() {
+            by_rank(sh, members, t, Direction::Send, &mut list)
+                .into_iter()
+                .map(|(dest, items)| (dest, items, false))
+                .collect()
+        } else {
+            Vec::new()
+        };
         for (&(worker, _, _), items) in &vertices {
             for &(j, p) in items {
                 let (plan, tr) = (&sh.graphs[members[j]].plan, &tracks[j]);
@@ -130,8 +141,20 @@ pub fn build(
                 srcs.extend(slot_guards(&tr.users[row * tr.width + p as usize]));
             }
             let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
+            let mut fused: Vec<(usize, Vec<(usize, i64)>)> = Vec::new();
+            for (dest, out, done) in &mut sends {
+                if !*done && out.iter().all(|x| items.contains(x)) {
+                    *done = true;
+                    fused.push((*dest, out.iter().map(|&(j, p)| (members[j], p)).collect()));
+                }
+            }
             let s = sh.clone();
-            let id = b.task(worker, move |a: &Args| s.run_points(a.t0 + i, &run));
+            let id = b.task(worker, move |a: &Args| {
+                s.run_points(a.t0 + i, &run);
+                for (dest, out) in &fused {
+                    s.send(a.t0 + i, *dest, out);
+                }
+            });
             wire(&mut b, &pres, &mut srcs, id);
             ids.push((id, items.clone()));
         }
@@ -152,7 +175,7 @@ pub fn build(
         }
         // Outputs of `t` other ranks read: one vertex per destination, after the producers,
         // counted among the slots' readers.
-        for (dest, items) in by_rank(sh, members, t, Direction::Send, &mut list) {
+        for (dest, items, _) in sends.into_iter().filter(|s| !s.2) {
             let worker = {
                 let (j, p) = items[0];
                 sh.graphs[members[j]].cut.worker(p)
