@@ -2,9 +2,9 @@
 //! into a subgraph.
 //!
 //! **Vertices.** A vertex runs, on one worker, the `k`-th point of that worker's block at one
-//! timestep of every graph of one *half* of the chain's graphs: graphs run in lock-step, as in
-//! `bsp`, so `-and` costs two vertices and two messages per cross-worker edge for all graphs
-//! together, not one per graph. With one graph a vertex is one point. Its predecessors are the
+//! timestep of every graph of one *half* of the chain's graphs (of all of them when the process
+//! has one worker): graphs run in lock-step, as in `bsp`, so `-and` costs two vertices and two
+//! messages per cross-worker edge for all graphs together, not one per graph. With one graph a vertex is one point. Its predecessors are the
 //! union of its points' (dependencies, and the earlier users of the slots they overwrite).
 //!
 //! Two halves, not one vertex for all graphs: the first half's messages leave while the
@@ -38,6 +38,8 @@ use tactor::{PreId, Runtime, SubgraphBuilder, SubgraphTask};
 /// 2 workers (sixteenth and seventeenth sessions): per graph (4) 410 ns a step against 290 for
 /// one vertex (empty tasks); two halves against one, `-iter 64`, alternated runs: 1087–1130
 /// against 1299–1322 ns a step in a slow machine state, METG 0.35 against 0.41 µs (bsp 0.47).
+/// On 2 ranks × 1 worker it changed nothing (METG 0.26/0.26 against 0.25/0.24): not used
+/// with one worker.
 const HALVES: usize = 2;
 
 /// Who must finish before a slot may be reused: a vertex of this chunk or an external
@@ -104,6 +106,9 @@ pub fn build(
     let mut receives = Vec::new();
     let mut vertices: BTreeMap<(usize, i64, usize), Vec<Item>> = BTreeMap::new();
     let mut ids: Vec<(SubgraphTask, Vec<Item>)> = Vec::new();
+    // With one worker in the process there is no other worker to overlap with, and a message
+    // to another rank carries every graph: one vertex.
+    let halves = if sh.shared_inputs { HALVES } else { 1 };
     let mut list = Vec::new();
     for i in 0..len {
         let t = t0 + i;
@@ -114,7 +119,7 @@ pub fn build(
             if t >= d.plan.graph().timesteps {
                 continue;
             }
-            let half = j * HALVES / members.len();
+            let half = j * halves / members.len();
             for p in d.cut.local(&d.plan, t) {
                 let (worker, place) = d.cut.slot(p);
                 vertices
