@@ -2,8 +2,8 @@
 //! into a subgraph.
 //!
 //! **Vertices.** A vertex runs, on one worker, the `k`-th point of that worker's block at one
-//! timestep of every graph of one *half* of the chain's graphs (of all of them when the process
-//! has one worker): graphs run in lock-step, as in `bsp`, so `-and` costs two vertices and two
+//! timestep of every graph of one *half* of the chain's graphs (of all of them on ranks or when
+//! the process has one worker): graphs run in lock-step, as in `bsp`, so `-and` costs two vertices and two
 //! messages per cross-worker edge for all graphs together, not one per graph. With one graph a vertex is one point. Its predecessors are the
 //! union of its points' (dependencies, and the earlier users of the slots they overwrite).
 //!
@@ -22,9 +22,10 @@
 //!
 //! **Ranks.** After each timestep, one send vertex per destination rank (after the producers,
 //! among the slots' readers; or none: the send at the end of the one vertex that produces all
-//! of the message) and one receive vertex per source rank (after an external
-//! precondition that the message triggers, and the readers of the slots it fills), each
-//! carrying every graph's outputs between that pair of ranks.
+//! of the message) and one receive per source rank (after an external precondition that the
+//! message triggers, and the readers of the slots it fills: a vertex of its own, or the start
+//! of the one vertex of the next timestep that reads what it brings), each carrying every
+//! graph's outputs between that pair of ranks.
 
 use super::{Args, Chunk, Item, Shared};
 use crate::systems::on_tactor::slot_guards;
@@ -38,8 +39,12 @@ use tactor::{PreId, Runtime, SubgraphBuilder, SubgraphTask};
 /// 2 workers (sixteenth and seventeenth sessions): per graph (4) 410 ns a step against 290 for
 /// one vertex (empty tasks); two halves against one, `-iter 64`, alternated runs: 1087–1130
 /// against 1299–1322 ns a step in a slow machine state, METG 0.35 against 0.41 µs (bsp 0.47).
-/// On 2 ranks × 1 worker it changed nothing (METG 0.26/0.26 against 0.25/0.24): not used
-/// with one worker.
+/// Only in one process with several workers. On 2 ranks × 1 worker it changed nothing (METG
+/// 0.26/0.26 against 0.25/0.24); on ranks of two workers it let a slot refilled by another
+/// rank's message be overwritten before this rank's reader of its last contents ran, in
+/// about two runs of five (`tests/ranks.rs`,
+/// `compiled_keeps_refilled_slots_for_their_readers_with_several_graphs_and_workers`). Why is
+/// not found yet: see docs/PLAN.md.
 const HALVES: usize = 2;
 
 /// Who must finish before a slot may be reused: a vertex of this chunk or an external
@@ -58,6 +63,22 @@ struct Track {
     last: Vec<Src>,
     width: usize,
 }
+
+/// A message of outputs of timestep `t` (chunk-relative `i`) from rank `src`, waited for by
+/// precondition `pre` and found in inbox slot `k`, before its vertex is decided: fused into
+/// the one vertex of `t + 1` that reads it, or a receive vertex of its own.
+struct Pending {
+    i: i64,
+    t: i64,
+    src: usize,
+    items: Vec<Item>,
+    k: usize,
+    pre: PreId,
+}
+
+/// A receive done at the start of the vertex that reads it: (chunk-relative timestep, source
+/// rank, inbox slot, the (graph, point) outputs it brings).
+type Inbound = (i64, usize, usize, Vec<(usize, i64)>);
 
 /// Conditions per graph: `2 * width` slot conditions (row-major), then `width` "last
 /// timestep done" conditions.
@@ -106,10 +127,15 @@ pub fn build(
     let mut receives = Vec::new();
     let mut vertices: BTreeMap<(usize, i64, usize), Vec<Item>> = BTreeMap::new();
     let mut ids: Vec<(SubgraphTask, Vec<Item>)> = Vec::new();
-    // With one worker in the process there is no other worker to overlap with, and a message
-    // to another rank carries every graph: one vertex.
-    let halves = if sh.shared_inputs { HALVES } else { 1 };
+    // With one worker in the process there is no other worker to overlap with, and on ranks
+    // halves broke an ordering (see `HALVES`): one vertex.
+    let halves = if sh.shared_inputs && sh.remote.is_none() {
+        HALVES
+    } else {
+        1
+    };
     let mut list = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
     for i in 0..len {
         let t = t0 + i;
         let row = (t % 2) as usize;
@@ -128,6 +154,26 @@ pub fn build(
                     .push((j, p));
             }
         }
+        // A message of `t - 1` that one vertex of `t` alone reads is received at that vertex's
+        // start (its precondition and the slots' earlier readers wait for it there): no
+        // receive vertex to wake and run. Otherwise the receive gets a vertex of its own.
+        let mut fused_in: BTreeMap<(usize, i64, usize), Vec<Pending>> = BTreeMap::new();
+        for m in std::mem::take(&mut pending) {
+            let reads = |items: &Vec<Item>| {
+                items.iter().any(|&(j, p)| {
+                    sh.graphs[members[j]]
+                        .plan
+                        .deps(t, p)
+                        .iter()
+                        .any(|&d| m.items.contains(&(j, d)))
+                })
+            };
+            let mut readers = vertices.iter().filter(|(_, items)| reads(items));
+            match (readers.next(), readers.next()) {
+                (Some((&key, _)), None) => fused_in.entry(key).or_default().push(m),
+                _ => receive_vertex(&mut b, &pres, &mut srcs, &mut tracks, sh, members, m),
+            }
+        }
         ids.clear();
         // A message whose outputs one vertex produces all of is sent at that vertex's end:
         // no vertex of its own to wake and run (on 2 ranks of stencil_1d, every message).
@@ -139,12 +185,34 @@ pub fn build(
         } else {
             Vec::new()
         };
-        for (&(worker, _, _), items) in &vertices {
+        for (key, items) in &vertices {
+            let worker = key.0;
+            let inbound = fused_in.remove(key).unwrap_or_default();
+            let inside = |j: usize, d: i64| inbound.iter().any(|m| m.items.contains(&(j, d)));
             for &(j, p) in items {
                 let (plan, tr) = (&sh.graphs[members[j]].plan, &tracks[j]);
-                srcs.extend(plan.deps(t, p).iter().map(|&d| tr.last[d as usize]));
+                srcs.extend(
+                    plan.deps(t, p)
+                        .iter()
+                        .filter(|&&d| !inside(j, d))
+                        .map(|&d| tr.last[d as usize]),
+                );
                 srcs.extend(slot_guards(&tr.users[row * tr.width + p as usize]));
             }
+            for m in &inbound {
+                let prev = (m.t % 2) as usize;
+                for &(j, d) in &m.items {
+                    let tr = &tracks[j];
+                    srcs.extend(slot_guards(&tr.users[prev * tr.width + d as usize]));
+                }
+            }
+            let recv: Vec<Inbound> = inbound
+                .iter()
+                .map(|m| {
+                    let run = m.items.iter().map(|&(j, d)| (members[j], d)).collect();
+                    (m.i, m.src, m.k, run)
+                })
+                .collect();
             let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
             let mut fused: Vec<(usize, Vec<(usize, i64)>)> = Vec::new();
             for (dest, out, done) in &mut sends {
@@ -155,12 +223,24 @@ pub fn build(
             }
             let s = sh.clone();
             let id = b.task(worker, move |a: &Args| {
+                for (ri, src, k, pts) in &recv {
+                    s.receive(a, *k, a.t0 + ri, *src, pts);
+                }
                 s.run_points(a.t0 + i, &run);
                 for (dest, out) in &fused {
                     s.send(a.t0 + i, *dest, out);
                 }
             });
             wire(&mut b, &pres, &mut srcs, id);
+            for m in &inbound {
+                b.wait_for(m.pre, id);
+                let prev = (m.t % 2) as usize;
+                for &(j, d) in &m.items {
+                    let tr = &mut tracks[j];
+                    tr.users[prev * tr.width + d as usize] = vec![Src::Task(id)];
+                    tr.last[d as usize] = Src::Task(id);
+                }
+            }
             ids.push((id, items.clone()));
         }
         vertices.clear();
@@ -197,38 +277,23 @@ pub fn build(
                 tr.users[row * tr.width + q as usize].push(Src::Task(id));
             }
         }
-        // Outputs of `t` from other ranks: one vertex per source, after its message and the
-        // readers of the slots it fills, on the worker nearest that rank's points.
+        // Outputs of `t` from other ranks: decided at the next timestep (see above).
         for (src, items) in by_rank(sh, members, t, Direction::Receive, &mut list) {
-            let worker = {
-                let (j, d) = items[0];
-                let data = &sh.graphs[members[j]];
-                let readers = data.cut.local(&data.plan, t + 1);
-                let near = if d < readers.start {
-                    readers.start
-                } else {
-                    readers.end - 1
-                };
-                data.cut.worker(near)
-            };
-            for &(j, d) in &items {
-                let tr = &tracks[j];
-                srcs.extend(slot_guards(&tr.users[row * tr.width + d as usize]));
-            }
             let pre = b.precondition();
             let k = receives.len();
             receives.push((i, src));
-            let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
-            let s = sh.clone();
-            let id = b.task(worker, move |a: &Args| s.receive(a, k, a.t0 + i, src, &run));
-            b.wait_for(pre, id);
-            wire(&mut b, &pres, &mut srcs, id);
-            for &(j, d) in &items {
-                let tr = &mut tracks[j];
-                tr.users[row * tr.width + d as usize] = vec![Src::Task(id)];
-                tr.last[d as usize] = Src::Task(id);
-            }
+            pending.push(Pending {
+                i,
+                t,
+                src,
+                items,
+                k,
+                pre,
+            });
         }
+    }
+    for m in pending {
+        receive_vertex(&mut b, &pres, &mut srcs, &mut tracks, sh, members, m);
     }
     let mut has_source = vec![false; total];
     let finals = tracks.iter().flat_map(|tr| {
@@ -253,6 +318,46 @@ pub fn build(
         has_source,
         receives,
     })
+}
+
+/// A vertex of its own for message `m`: after its precondition and the readers of the slots
+/// it fills, on the worker nearest that rank's points.
+fn receive_vertex(
+    b: &mut SubgraphBuilder<Args>,
+    pres: &[PreId],
+    srcs: &mut Vec<Src>,
+    tracks: &mut [Track],
+    sh: &Arc<Shared>,
+    members: &[usize],
+    m: Pending,
+) {
+    let row = (m.t % 2) as usize;
+    let worker = {
+        let (j, d) = m.items[0];
+        let data = &sh.graphs[members[j]];
+        let readers = data.cut.local(&data.plan, m.t + 1);
+        let near = if d < readers.start {
+            readers.start
+        } else {
+            readers.end - 1
+        };
+        data.cut.worker(near)
+    };
+    for &(j, d) in &m.items {
+        let tr = &tracks[j];
+        srcs.extend(slot_guards(&tr.users[row * tr.width + d as usize]));
+    }
+    let run: Vec<(usize, i64)> = m.items.iter().map(|&(j, p)| (members[j], p)).collect();
+    let s = sh.clone();
+    let (i, src, k) = (m.i, m.src, m.k);
+    let id = b.task(worker, move |a: &Args| s.receive(a, k, a.t0 + i, src, &run));
+    b.wait_for(m.pre, id);
+    wire(b, pres, srcs, id);
+    for &(j, d) in &m.items {
+        let tr = &mut tracks[j];
+        tr.users[row * tr.width + d as usize] = vec![Src::Task(id)];
+        tr.last[d as usize] = Src::Task(id);
+    }
 }
 
 #[derive(Clone, Copy)]
