@@ -136,11 +136,12 @@ fn matrix(system: &str) {
     );
 }
 
-/// Several graphs on ranks of two workers each, where messages from one rank run ahead
-/// (random_nearest): a slot another rank's message refills must wait for this rank's readers
-/// of its last contents. `compiled` split a timestep's graphs into two vertices on ranks once
-/// and broke that in about two runs of five (validation failed on rank 1); runs are repeated
-/// because the failure needs an interleaving.
+/// Several graphs on ranks of two workers each (random_nearest, so ranks run ahead of each
+/// other): a slot's first writer in a chunk must wait for every reader of the chunk before —
+/// the send vertex too, which is no producer. `compiled` once ordered it after the point's
+/// producer only, and with a timestep's graphs in two vertices a rank overwrote an output
+/// before its send read it, in about two runs of three (validation failed on the receiving
+/// rank); runs are repeated because the failure needs an interleaving.
 #[test]
 fn compiled_keeps_refilled_slots_for_their_readers_with_several_graphs_and_workers() {
     let flags = "-steps 20 -width 6 -type random_nearest -radix 3 -and -steps 15 -width 5 \

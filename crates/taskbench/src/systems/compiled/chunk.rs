@@ -2,8 +2,8 @@
 //! into a subgraph.
 //!
 //! **Vertices.** A vertex runs, on one worker, the `k`-th point of that worker's block at one
-//! timestep of every graph of one *half* of the chain's graphs (of all of them on ranks or when
-//! the process has one worker): graphs run in lock-step, as in `bsp`, so `-and` costs two vertices and two
+//! timestep of every graph of one *half* of the chain's graphs (of all of them when the process
+//! has one worker): graphs run in lock-step, as in `bsp`, so `-and` costs two vertices and two
 //! messages per cross-worker edge for all graphs together, not one per graph. With one graph a vertex is one point. Its predecessors are the
 //! union of its points' (dependencies, and the earlier users of the slots they overwrite).
 //!
@@ -39,12 +39,8 @@ use tactor::{PreId, Runtime, SubgraphBuilder, SubgraphTask};
 /// 2 workers (sixteenth and seventeenth sessions): per graph (4) 410 ns a step against 290 for
 /// one vertex (empty tasks); two halves against one, `-iter 64`, alternated runs: 1087–1130
 /// against 1299–1322 ns a step in a slow machine state, METG 0.35 against 0.41 µs (bsp 0.47).
-/// Only in one process with several workers. On 2 ranks × 1 worker it changed nothing (METG
-/// 0.26/0.26 against 0.25/0.24); on ranks of two workers it let a slot refilled by another
-/// rank's message be overwritten before this rank's reader of its last contents ran, in
-/// about two runs of five (`tests/ranks.rs`,
-/// `compiled_keeps_refilled_slots_for_their_readers_with_several_graphs_and_workers`). Why is
-/// not found yet: see docs/PLAN.md.
+/// Only with several workers in the process (with one there is nothing to overlap: on 2 ranks
+/// × 1 worker it changed nothing, METG 0.26/0.26 against 0.25/0.24).
 const HALVES: usize = 2;
 
 /// Who must finish before a slot may be reused: a vertex of this chunk or an external
@@ -84,6 +80,20 @@ type Inbound = (i64, usize, usize, Vec<(usize, i64)>);
 /// timestep done" conditions.
 pub fn conditions(width: usize) -> usize {
     3 * width
+}
+
+/// What the next writer of a slot waits for, given its users (writer first, then readers).
+/// At a chunk's start the "writer" is the precondition "every user of this slot in the
+/// earlier chunk is done", which this chunk's readers do not wait for (they wait for the
+/// point's last producer): a reader of the earlier chunk that is no producer — a send vertex —
+/// would otherwise be ordered before nothing here, and the slot refilled under it. On 3
+/// ranks of 2 workers this let a send read the next-but-one timestep's output.
+fn write_guards(users: &[Src]) -> &[Src] {
+    if matches!(users.first(), Some(Src::Pre(_))) {
+        users
+    } else {
+        slot_guards(users)
+    }
 }
 
 /// Adds edges from every source in `srcs` (deduplicated; drained) to `to`.
@@ -127,13 +137,8 @@ pub fn build(
     let mut receives = Vec::new();
     let mut vertices: BTreeMap<(usize, i64, usize), Vec<Item>> = BTreeMap::new();
     let mut ids: Vec<(SubgraphTask, Vec<Item>)> = Vec::new();
-    // With one worker in the process there is no other worker to overlap with, and on ranks
-    // halves broke an ordering (see `HALVES`): one vertex.
-    let halves = if sh.shared_inputs && sh.remote.is_none() {
-        HALVES
-    } else {
-        1
-    };
+    // With one worker in the process there is no other worker to overlap with: one vertex.
+    let halves = if sh.shared_inputs { HALVES } else { 1 };
     let mut list = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
     for i in 0..len {
@@ -197,13 +202,13 @@ pub fn build(
                         .filter(|&&d| !inside(j, d))
                         .map(|&d| tr.last[d as usize]),
                 );
-                srcs.extend(slot_guards(&tr.users[row * tr.width + p as usize]));
+                srcs.extend(write_guards(&tr.users[row * tr.width + p as usize]));
             }
             for m in &inbound {
                 let prev = (m.t % 2) as usize;
                 for &(j, d) in &m.items {
                     let tr = &tracks[j];
-                    srcs.extend(slot_guards(&tr.users[prev * tr.width + d as usize]));
+                    srcs.extend(write_guards(&tr.users[prev * tr.width + d as usize]));
                 }
             }
             let recv: Vec<Inbound> = inbound
@@ -345,7 +350,7 @@ fn receive_vertex(
     };
     for &(j, d) in &m.items {
         let tr = &tracks[j];
-        srcs.extend(slot_guards(&tr.users[row * tr.width + d as usize]));
+        srcs.extend(write_guards(&tr.users[row * tr.width + d as usize]));
     }
     let run: Vec<(usize, i64)> = m.items.iter().map(|&(j, p)| (members[j], p)).collect();
     let s = sh.clone();
