@@ -315,7 +315,7 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
             // Not through MPI_Finalize: it waits for every rank, and a failing job's ranks
             // need not all get there.
             if !f.message.is_empty() {
-                eprintln!("error: {}", f.message);
+                cluster::say(&format!("error: {}", f.message));
             }
             std::process::exit(f.code.into())
         }
@@ -345,7 +345,7 @@ pub fn main() -> ExitCode {
         return match crate::metg::main(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                cluster::say(&format!("error: {e:#}"));
                 // Bad input is 2, as for the runs; a failed sweep is 1.
                 ExitCode::from(if e.is::<crate::metg::Usage>() { 2 } else { 1 })
             }
@@ -356,7 +356,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             if !f.message.is_empty() {
-                eprintln!("error: {}", f.message);
+                cluster::say(&format!("error: {}", f.message));
             } else if cluster::launcher_rank().is_some_and(|r| r != 0) {
                 // Rank 0 prints the line every rank found (`Failure::once`); a launcher ends
                 // the job at the first rank that exits, so the others give it time to print.

@@ -206,9 +206,21 @@ impl Cluster {
 
     /// Prints `cause` for this rank and ends the whole job at once.
     fn die(&self, cause: &str) -> ! {
-        eprintln!("error: rank {}: {cause}", self.rank());
+        say(&format!("error: rank {}: {cause}", self.rank()));
         self.net.abort(1)
     }
+}
+
+/// Writes `line` and a newline to stderr in one write. `eprintln!` writes each piece of its
+/// format apart (stderr is unbuffered), and under `mpirun`, which forwards what ranks write
+/// as it comes, another process's output could land inside the line (seen: "error: rank 1"
+/// cut by mpirun's banner, failing a test that looks for the whole line).
+pub fn say(line: &str) {
+    use std::io::Write;
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 /// A panic on any thread of a rank ends the job: the other ranks could otherwise wait forever
@@ -227,7 +239,7 @@ fn install_panic_hook() {
             .unwrap_or_default();
         match CURRENT.get().and_then(Weak::upgrade) {
             Some(c) => c.die(&format!("panicked: {what}{at}")),
-            None => eprintln!("error: panicked: {what}{at}"),
+            None => say(&format!("error: panicked: {what}{at}")),
         }
     }));
 }
