@@ -227,17 +227,12 @@ impl Program {
                     Some(recorded) => {
                         // Equal to `access` (same regions, same modes: `fits`), and smaller
                         // to hand to the worker.
-                        let recorded = Shared(NonNull::from(recorded));
                         drop(access);
-                        arena.push(move || {
-                            let recorded = recorded;
-                            // SAFETY: the arena keeps the recording's accesses alive while
-                            // its closures exist (`Arena::keep`), nothing changes them
-                            // (`trace::Typed`), and the recording this launch matched was
-                            // analysed, as below.
-                            let refs = unsafe { recorded.0.as_ref().get() };
-                            task(refs)
-                        });
+                        // SAFETY: the arena keeps the recording's accesses alive while its
+                        // closures exist (`Arena::keep`), nothing changes them
+                        // (`trace::Typed`), and the recording this launch matched was
+                        // analysed.
+                        arena.push(unsafe { pointing(NonNull::from(recorded), task) });
                     }
                     None => arena.push(move || {
                         // SAFETY: as below; the recording this launch matched was analysed.
@@ -255,38 +250,31 @@ impl Program {
         }
         let mut declared = std::mem::take(&mut self.declared);
         let kind = trace::TaskKind::of::<F>();
-        if manual && self.traces.is_recording() {
-            // The accesses are kept with the recording, for replays to point at.
-            declared.clear();
-            access.declare(&mut declared);
-            let typed = Box::new(access);
-            let at = Shared(NonNull::from(&*typed));
-            let job = move || {
-                let at = at;
-                // SAFETY: the recording keeps the box (its contents never move) as long as
-                // its arena's closures exist, and nothing changes it; the job runs as
-                // `declared_job`'s do, after the analysis of the recording.
-                let refs = unsafe { at.0.as_ref().get() };
-                task(refs)
-            };
-            let program = self.id;
-            let check = |d: &[Declared]| check(program, d);
-            self.traces
-                .launch(kind, placement, &declared, job, check, None, Some(typed));
-            self.declared = declared;
-            crate::relax();
-            return;
-        }
-        let job = declared_job(&mut declared, access, task);
         if manual {
             // A launch that matches its recording was checked when it was recorded.
             let program = self.id;
             let check = |d: &[Declared]| check(program, d);
-            self.traces
-                .launch(kind, placement, &declared, job, check, None, None);
+            if self.traces.is_recording() {
+                // The accesses are kept with the recording, for replays to point at.
+                declared.clear();
+                access.declare(&mut declared);
+                let typed = Box::new(access);
+                // SAFETY: the recording keeps the box (its contents never move) as long as
+                // its arena's closures exist (`Arena::keep`), nothing changes it, and its
+                // jobs run after its analysis.
+                let job = unsafe { pointing(NonNull::from(&*typed), task) };
+                self.traces
+                    .launch(kind, placement, &declared, job, check, None, Some(typed));
+            } else {
+                let job = declared_job(&mut declared, access, task);
+                self.traces
+                    .launch(kind, placement, &declared, job, check, None, None);
+            }
         } else if self.auto.is_some() {
+            let job = declared_job(&mut declared, access, task);
             self.launch_auto(kind, placement, &declared, job, None);
         } else {
+            let job = declared_job(&mut declared, access, task);
             check(self.id, &declared);
             self.analyse(placement, &declared, Box::new(job));
         }
@@ -738,8 +726,6 @@ fn merged(events: &[Event]) -> Event {
     }
 }
 
-/// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:
-/// the task called with the references the accesses give.
 /// A pointer to accesses a recording keeps, handed to the worker that runs the task.
 struct Shared<A>(NonNull<A>);
 
@@ -755,6 +741,28 @@ impl<A> Clone for Shared<A> {
 
 impl<A> Copy for Shared<A> {}
 
+/// A job running `task` on the accesses at `at`: the same closure for a recording and its
+/// replays.
+///
+/// # Safety
+/// `at` stays valid and unchanged until the job has run or been dropped, and the job runs
+/// only as the program issued it (see [`declared_job`]).
+unsafe fn pointing<A, F>(at: NonNull<A>, task: F) -> impl FnOnce() + Send
+where
+    A: Access,
+    F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+{
+    let at = Shared(at);
+    move || {
+        let at = at;
+        // SAFETY: by this function's contract, and `Access::get`'s as in `declared_job`.
+        let refs = unsafe { at.0.as_ref().get() };
+        task(refs)
+    }
+}
+
+/// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:
+/// the task called with the references the accesses give.
 fn declared_job<A, F>(declared: &mut Vec<Declared>, access: A, task: F) -> impl FnOnce() + Send
 where
     A: Access,

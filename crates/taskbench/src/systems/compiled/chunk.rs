@@ -4,8 +4,9 @@
 //! **Vertices.** A vertex runs, on one worker, the `k`-th point of that worker's block at one
 //! timestep of every graph of one *half* of the chain's graphs (of all of them when the process
 //! has one worker): graphs run in lock-step, as in `bsp`, so `-and` costs two vertices and two
-//! messages per cross-worker edge for all graphs together, not one per graph. With one graph a vertex is one point. Its predecessors are the
-//! union of its points' (dependencies, and the earlier users of the slots they overwrite).
+//! messages per cross-worker edge for all graphs together, not one per graph. With one graph a
+//! vertex is one point. Its predecessors are the union of its points' (dependencies, and the
+//! earlier users of the slots they overwrite).
 //!
 //! Two halves, not one vertex for all graphs: the first half's messages leave while the
 //! second half computes, so the other worker finds them there when it starts its next
@@ -72,9 +73,35 @@ struct Pending {
     pre: PreId,
 }
 
+impl Pending {
+    /// What its writes wait for: the earlier users of the slots it fills.
+    fn guards(&self, tracks: &[Track], srcs: &mut Vec<Src>) {
+        let row = (self.t % 2) as usize;
+        for &(j, d) in &self.items {
+            let tr = &tracks[j];
+            srcs.extend(write_guards(&tr.users[row * tr.width + d as usize]));
+        }
+    }
+
+    /// Records vertex `id` as the writer and last task of the slots it fills.
+    fn filled_by(&self, tracks: &mut [Track], id: SubgraphTask) {
+        let row = (self.t % 2) as usize;
+        for &(j, d) in &self.items {
+            let tr = &mut tracks[j];
+            tr.users[row * tr.width + d as usize] = vec![Src::Task(id)];
+            tr.last[d as usize] = Src::Task(id);
+        }
+    }
+}
+
 /// A receive done at the start of the vertex that reads it: (chunk-relative timestep, source
 /// rank, inbox slot, the (graph, point) outputs it brings).
 type Inbound = (i64, usize, usize, Vec<(usize, i64)>);
+
+/// `(member, point)` items as `(graph, point)`, what the vertices' closures run on.
+fn global(members: &[usize], items: &[Item]) -> Vec<(usize, i64)> {
+    items.iter().map(|&(j, p)| (members[j], p)).collect()
+}
 
 /// Conditions per graph: `2 * width` slot conditions (row-major), then `width` "last
 /// timestep done" conditions.
@@ -205,25 +232,18 @@ pub fn build(
                 srcs.extend(write_guards(&tr.users[row * tr.width + p as usize]));
             }
             for m in &inbound {
-                let prev = (m.t % 2) as usize;
-                for &(j, d) in &m.items {
-                    let tr = &tracks[j];
-                    srcs.extend(write_guards(&tr.users[prev * tr.width + d as usize]));
-                }
+                m.guards(&tracks, &mut srcs);
             }
             let recv: Vec<Inbound> = inbound
                 .iter()
-                .map(|m| {
-                    let run = m.items.iter().map(|&(j, d)| (members[j], d)).collect();
-                    (m.i, m.src, m.k, run)
-                })
+                .map(|m| (m.i, m.src, m.k, global(members, &m.items)))
                 .collect();
-            let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
+            let run = global(members, items);
             let mut fused: Vec<(usize, Vec<(usize, i64)>)> = Vec::new();
             for (dest, out, done) in &mut sends {
                 if !*done && out.iter().all(|x| items.contains(x)) {
                     *done = true;
-                    fused.push((*dest, out.iter().map(|&(j, p)| (members[j], p)).collect()));
+                    fused.push((*dest, global(members, out)));
                 }
             }
             let s = sh.clone();
@@ -239,12 +259,7 @@ pub fn build(
             wire(&mut b, &pres, &mut srcs, id);
             for m in &inbound {
                 b.wait_for(m.pre, id);
-                let prev = (m.t % 2) as usize;
-                for &(j, d) in &m.items {
-                    let tr = &mut tracks[j];
-                    tr.users[prev * tr.width + d as usize] = vec![Src::Task(id)];
-                    tr.last[d as usize] = Src::Task(id);
-                }
+                m.filled_by(&mut tracks, id);
             }
             ids.push((id, items.clone()));
         }
@@ -273,7 +288,7 @@ pub fn build(
             for &(j, q) in &items {
                 srcs.push(tracks[j].last[q as usize]);
             }
-            let run: Vec<(usize, i64)> = items.iter().map(|&(j, p)| (members[j], p)).collect();
+            let run = global(members, &items);
             let s = sh.clone();
             let id = b.task(worker, move |a: &Args| s.send(a.t0 + i, dest, &run));
             wire(&mut b, &pres, &mut srcs, id);
@@ -336,7 +351,6 @@ fn receive_vertex(
     members: &[usize],
     m: Pending,
 ) {
-    let row = (m.t % 2) as usize;
     let worker = {
         let (j, d) = m.items[0];
         let data = &sh.graphs[members[j]];
@@ -348,21 +362,14 @@ fn receive_vertex(
         };
         data.cut.worker(near)
     };
-    for &(j, d) in &m.items {
-        let tr = &tracks[j];
-        srcs.extend(write_guards(&tr.users[row * tr.width + d as usize]));
-    }
-    let run: Vec<(usize, i64)> = m.items.iter().map(|&(j, p)| (members[j], p)).collect();
+    m.guards(tracks, srcs);
+    let run = global(members, &m.items);
     let s = sh.clone();
     let (i, src, k) = (m.i, m.src, m.k);
     let id = b.task(worker, move |a: &Args| s.receive(a, k, a.t0 + i, src, &run));
     b.wait_for(m.pre, id);
     wire(b, pres, srcs, id);
-    for &(j, d) in &m.items {
-        let tr = &mut tracks[j];
-        tr.users[row * tr.width + d as usize] = vec![Src::Task(id)];
-        tr.last[d as usize] = Src::Task(id);
-    }
+    m.filled_by(tracks, id);
 }
 
 #[derive(Clone, Copy)]
