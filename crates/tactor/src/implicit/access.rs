@@ -95,6 +95,10 @@ struct Target<T> {
 // reached only through `Access::get`, whose contract makes the access exclusive or shared as
 // declared; `T: Send + Sync` covers both.
 unsafe impl<T: Send + Sync> Send for Target<T> {}
+// SAFETY: as for `Send`: a shared `&Target` gives the key and the address and nothing else
+// (the storage is reached only through `Access::get`), so accesses can be kept in data that
+// several threads read, such as a table of input lists that index-launch projections copy.
+unsafe impl<T: Send + Sync> Sync for Target<T> {}
 
 impl<T> Target<T> {
     fn of(r: &Region<T>) -> Target<T> {

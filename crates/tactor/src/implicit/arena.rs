@@ -5,6 +5,9 @@
 //! alternated runs (medians): 10.35 ms with a `Box` per closure, 9.35 ms with the arena
 //! (`compiled`: 8.04 ms).
 //!
+//! An index launch's replay stores one closure for all its points ([`Arena::push_shared`]):
+//! each point's vertex calls it by reference with its point, and it is dropped with the arena.
+//!
 //! Whether a closure ran is a flag the running worker sets. The flags of one worker's
 //! closures sit together, on lines no other worker writes ([`Arena::lay_out`]): with one flag
 //! per closure in launch order, the workers of a lock-step graph took the line from each
@@ -20,12 +23,20 @@ use std::sync::{Arc, Mutex};
 #[repr(C, align(16))]
 struct Unit([u8; 16]);
 
-/// A closure in the buffer: where, and how to call or drop it.
+/// A closure in the buffer: where, and how to call or drop it. `call`'s second argument is
+/// the point of a shared entry ([`Arena::push_shared`]); a run-once closure ignores it.
 struct Entry {
     at: usize,
-    call: unsafe fn(*mut u8),
+    call: unsafe fn(*mut u8, u32),
     drop: unsafe fn(*mut u8),
 }
+
+/// Where launch `k` of a fragment is in a replay's arena: its entry, and its point in that
+/// entry if the entry is shared by the points of an index launch ([`ONCE`] otherwise).
+pub(crate) type Place = (u32, u32);
+
+/// The point of a launch that has an entry of its own.
+pub(crate) const ONCE: u32 = u32::MAX;
 
 /// Closures, each run at most once.
 #[derive(Default)]
@@ -41,6 +52,11 @@ pub(crate) struct Arena {
     /// What the closures point into (a recording's accesses): kept alive until they are
     /// gone. Dropped after them (fields drop after [`Drop::drop`]).
     keep: Option<Arc<dyn Any + Send + Sync>>,
+    /// Launch `k`'s entry and point, when they are not entry `k` itself (a replay with index
+    /// launches: one shared entry for all points of each).
+    places: Option<Arc<[Place]>>,
+    /// Shared entries pushed (they are never moved out).
+    shared: usize,
 }
 
 /// Buffers of dropped arenas, reused by later ones: a replay's arena is dropped on a worker
@@ -96,8 +112,9 @@ pub(crate) fn slots_for(workers: &[usize]) -> Arc<[u32]> {
         .collect()
 }
 
-// SAFETY: after the arena is built (by one thread, through `&mut`), entry `k` is touched only
-// through `run(k)`, whose contract gives it to one caller once; the closures are `Send`.
+// SAFETY: after the arena is built (by one thread, through `&mut`), a run-once entry `k` is
+// touched only through `run(k)`, whose contract gives it to one caller once; a shared entry
+// only by reference, and it is `Sync` (`push_shared`); the closures are `Send`.
 unsafe impl Sync for Arena {}
 // SAFETY: the closures are `Send`; the raw function pointers are plain code addresses.
 unsafe impl Send for Arena {}
@@ -106,10 +123,20 @@ unsafe impl Send for Arena {}
 ///
 /// # Safety
 /// `p` holds a live `F`, never used again.
-unsafe fn call<F: FnOnce()>(p: *mut u8) {
+unsafe fn call<F: FnOnce()>(p: *mut u8, _point: u32) {
     // SAFETY: by this function's contract.
     let f = unsafe { std::ptr::read(p.cast::<F>()) };
     f()
+}
+
+/// Calls the `F` at `p` for `point`, leaving it in place.
+///
+/// # Safety
+/// `p` holds a live `F`, dropped only after every call has returned.
+unsafe fn call_shared<F: Fn(u32)>(p: *mut u8, point: u32) {
+    // SAFETY: by this function's contract; shared use is sound as `F: Sync` at `push_shared`.
+    let f = unsafe { &*p.cast::<F>().cast_const() };
+    f(point)
 }
 
 /// Drops the `F` at `p`.
@@ -135,6 +162,7 @@ impl Arena {
         slots: Arc<[u32]>,
         pool: Arc<Pool>,
         keep: Arc<dyn Any + Send + Sync>,
+        places: Option<Arc<[Place]>>,
     ) -> Arena {
         let (mut u, mut e, taken) = pool.take().unwrap_or_default();
         u.reserve(units);
@@ -146,6 +174,8 @@ impl Arena {
             slots: None,
             pool: Some(pool),
             keep: Some(keep),
+            places,
+            shared: 0,
         };
         a.lay_out(slots);
         a
@@ -190,8 +220,26 @@ impl Arena {
         }
     }
 
+    /// Stores `f` as the next closure, shared by the points of an index launch: each point's
+    /// launch calls it with its point ([`Arena::run_launch`]), possibly on several workers at
+    /// once; it is dropped with the arena.
+    pub(crate) fn push_shared<F: Fn(u32) + Send + Sync + 'static>(&mut self, f: F) {
+        self.shared += 1;
+        if align_of::<F>() > align_of::<Unit>() {
+            let boxed: Box<dyn Fn(u32) + Send + Sync> = Box::new(f);
+            self.place(boxed, call_shared::<Box<dyn Fn(u32) + Send + Sync>>);
+        } else {
+            self.place(f, call_shared::<F>);
+        }
+    }
+
     /// Stores `f`, whose alignment fits the buffer's.
     fn store<F: FnOnce() + Send + 'static>(&mut self, f: F) {
+        self.place(f, call::<F>);
+    }
+
+    /// Moves `f` into the buffer as the next entry, called through `call`.
+    fn place<F: Send + 'static>(&mut self, f: F, call: unsafe fn(*mut u8, u32)) {
         assert!(align_of::<F>() <= align_of::<Unit>());
         let at = self.units.len();
         let n = size_of::<F>().div_ceil(size_of::<Unit>());
@@ -203,7 +251,7 @@ impl Arena {
         unsafe { std::ptr::write(self.units.as_mut_ptr().add(at).cast::<F>(), f) };
         self.entries.push(Entry {
             at,
-            call: call::<F>,
+            call,
             drop: drop_at::<F>,
         });
     }
@@ -222,12 +270,39 @@ impl Arena {
         unsafe {
             debug_assert!(!*flag.get());
             *flag.get() = true;
-            (e.call)(self.units.as_ptr().add(e.at).cast::<u8>().cast_mut());
+            (e.call)(self.units.as_ptr().add(e.at).cast::<u8>().cast_mut(), ONCE);
         }
+    }
+
+    /// Runs launch `k` of the fragment: its own closure, or its point of a shared one.
+    ///
+    /// # Safety
+    /// As [`Arena::run`], per launch: called at most once per `k` and never concurrently for
+    /// the same `k`; the places (if any) name each once-entry for one launch only, and shared
+    /// entries only for points of index launches.
+    pub(crate) unsafe fn run_launch(&self, k: usize) {
+        let Some(places) = &self.places else {
+            // SAFETY: launch `k` is entry `k`; the caller's contract is `run`'s.
+            return unsafe { self.run(k) };
+        };
+        let (entry, point) = places[k];
+        if point == ONCE {
+            // SAFETY: entry `entry` belongs to launch `k` alone (this function's contract).
+            return unsafe { self.run(entry as usize) };
+        }
+        let e = &self.entries[entry as usize];
+        // SAFETY: a shared entry is called by reference and never moved out (its flag stays
+        // clear, so `drop` drops it once, after every call: `&self` outlives each); it was
+        // pushed by `push_shared`, whose `F: Sync` makes concurrent calls sound.
+        unsafe { (e.call)(self.units.as_ptr().add(e.at).cast::<u8>().cast_mut(), point) }
     }
 
     /// Every closure as a job of its own, each running its entry (for launching one by one).
     pub(crate) fn into_jobs(mut self) -> Vec<super::Job> {
+        assert_eq!(
+            self.shared, 0,
+            "an arena with index launches is run by its subgraph"
+        );
         let n = self.len();
         if self.slots.is_none() {
             self.taken = (0..n).map(|_| UnsafeCell::new(false)).collect();
@@ -326,6 +401,68 @@ mod tests {
     }
 
     #[test]
+    fn shared_entries_run_per_point_and_are_dropped_once() {
+        let sum = Arc::new(AtomicUsize::new(0));
+        let drops = Arc::new(AtomicUsize::new(0));
+        struct Count(Arc<AtomicUsize>);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, SeqCst);
+            }
+        }
+        let mut a = Arena::default();
+        // Launches: 0 once, 1..=3 points 0..3 of a shared entry, 4 once, 5 an over-aligned
+        // shared entry of one point.
+        let (s, d) = (sum.clone(), Count(drops.clone()));
+        a.push(move || {
+            let _d = d;
+            s.fetch_add(1, SeqCst);
+        });
+        let (s, d) = (sum.clone(), Count(drops.clone()));
+        a.push_shared(move |p| {
+            let _ = &d;
+            s.fetch_add(10 << p, SeqCst);
+        });
+        let d = Count(drops.clone());
+        a.push(move || drop(d));
+        #[repr(align(64))]
+        struct Wide(usize);
+        let (s, w, d) = (sum.clone(), Wide(1000), Count(drops.clone()));
+        a.push_shared(move |p| {
+            let _ = &d;
+            s.fetch_add(w.0 + p as usize, SeqCst);
+        });
+        a.places = Some(Arc::from(vec![
+            (0, ONCE),
+            (1, 0),
+            (1, 1),
+            (1, 2),
+            (2, ONCE),
+            (3, 0),
+        ]));
+        a.lay_out(slots_for(&[0, 0, 1, 0]));
+        std::thread::scope(|sc| {
+            let a = &a;
+            for k in [1usize, 2, 3, 5, 0] {
+                // SAFETY: each launch once; laid out above; shared entries are `Sync`.
+                sc.spawn(move || unsafe { a.run_launch(k) });
+            }
+        });
+        assert_eq!(sum.load(SeqCst), 1 + 10 + 20 + 40 + 1000);
+        assert_eq!(
+            drops.load(SeqCst),
+            1,
+            "only the run-once closure that ran is gone"
+        );
+        drop(a);
+        assert_eq!(
+            drops.load(SeqCst),
+            4,
+            "the shared ones and the one not run, once each"
+        );
+    }
+
+    #[test]
     fn pooled_buffers_are_reused_and_hold_nothing_of_the_last_arena() {
         let pool = Arc::new(Pool::default());
         let drops = Arc::new(AtomicUsize::new(0));
@@ -336,7 +473,7 @@ mod tests {
             }
         }
         let slots = slots_for(&[0, 1, 0]);
-        let mut first = Arena::sized_like(64, 3, slots.clone(), pool.clone(), Arc::new(()));
+        let mut first = Arena::sized_like(64, 3, slots.clone(), pool.clone(), Arc::new(()), None);
         for _ in 0..3 {
             let d = Count(drops.clone());
             first.push(move || drop(d));
@@ -346,7 +483,7 @@ mod tests {
         unsafe { first.run(1) };
         drop(first);
         assert_eq!(drops.load(SeqCst), 3, "one ran, two dropped");
-        let second = Arena::sized_like(64, 3, slots, pool.clone(), Arc::new(()));
+        let second = Arena::sized_like(64, 3, slots, pool.clone(), Arc::new(()), None);
         assert_eq!(second.units.as_ptr(), buffer, "the spare buffer came back");
         assert_eq!(second.len(), 0);
         assert!(second.taken.iter().all(|t| {

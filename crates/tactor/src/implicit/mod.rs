@@ -17,6 +17,10 @@
 //! only check that each launch matches the recording (the same task, placement and
 //! accesses); the first difference is an error and the fragment does not run.
 //!
+//! **Index launches** ([`Program::index_launch`]): many points of one task in one call, each
+//! point's placement and accesses given by a projection. A replay matches an index launch
+//! once, not point by point, and each point checks its own projection where it runs.
+//!
 //! **Automatic tracing** ([`Program::auto_trace`]) finds repeated fragments in the stream of
 //! launches by itself and traces them, falling back to launch-by-launch analysis at the first
 //! launch that breaks the pattern, so it never changes results (`auto.rs` says how it decides
@@ -47,6 +51,7 @@ mod access;
 mod analysis;
 mod arena;
 mod auto;
+mod index;
 mod region;
 mod trace;
 
@@ -219,11 +224,11 @@ impl Program {
                 let mut rest = recorded.iter();
                 access.matches(&mut rest) && rest.as_slice().is_empty()
             };
-            if let Some((arena, typed)) =
+            if let Some((arena, typed, k)) =
                 self.traces
                     .replay_slot(TypeId::of::<F>(), placement, false, fits)
             {
-                match typed.get::<A>(arena.len()) {
+                match typed.get::<A>(k) {
                     Some(recorded) => {
                         // Equal to `access` (same regions, same modes: `fits`), and smaller
                         // to hand to the worker.
@@ -263,12 +268,20 @@ impl Program {
                 // its arena's closures exist (`Arena::keep`), nothing changes it, and its
                 // jobs run after its analysis.
                 let job = unsafe { pointing(NonNull::from(&*typed), task) };
-                self.traces
-                    .launch(kind, placement, &declared, job, check, None, Some(typed));
+                self.traces.launch(
+                    kind,
+                    placement,
+                    &declared,
+                    job,
+                    check,
+                    None,
+                    Some(typed),
+                    None,
+                );
             } else {
                 let job = declared_job(&mut declared, access, task);
                 self.traces
-                    .launch(kind, placement, &declared, job, check, None, None);
+                    .launch(kind, placement, &declared, job, check, None, None, None);
             }
         } else if self.auto.is_some() {
             let job = declared_job(&mut declared, access, task);
@@ -326,8 +339,16 @@ impl Program {
         let manual = self.manual_trace_open();
         if manual {
             let check = |d: &[Declared]| check(program, d);
-            self.traces
-                .launch(kind, placement, &declared, job, check, Some(after), None);
+            self.traces.launch(
+                kind,
+                placement,
+                &declared,
+                job,
+                check,
+                Some(after),
+                None,
+                None,
+            );
         } else if self.auto.is_some() {
             self.launch_auto(kind, placement, &declared, job, Some(after));
         } else {

@@ -12,7 +12,7 @@
 
 use super::access::Declared;
 use super::analysis::Versions;
-use super::arena::Arena;
+use super::arena::{Arena, Place, ONCE};
 use super::{merged, Job};
 use crate::event::Event;
 use crate::runtime::{Handle, Placement};
@@ -44,6 +44,18 @@ pub enum TraceError {
         /// What the recording has there.
         recorded: String,
         /// What was launched.
+        got: String,
+    },
+    /// A point of an index launch of a replay projected to other accesses or another
+    /// placement than the recording has (found by the worker that was to run it).
+    PointMismatch {
+        /// The trace.
+        id: u64,
+        /// Position of the launch in the fragment, from 0.
+        launch: usize,
+        /// What the recording has there.
+        recorded: String,
+        /// What the projection gave.
         got: String,
     },
     /// A replay ended with fewer launches than the recording.
@@ -80,6 +92,16 @@ impl fmt::Display for TraceError {
                 f,
                 "trace {id}: launch {launch} differs from the recording: recorded {recorded}, \
                  got {got}; the fragment did not run"
+            ),
+            TraceError::PointMismatch {
+                id,
+                launch,
+                recorded,
+                got,
+            } => write!(
+                f,
+                "trace {id}: launch {launch} differs from the recording: recorded {recorded}, \
+                 got {got}; that point did not run, and what depends on it is poisoned"
             ),
             TraceError::Shorter { id, recorded, got } => write!(
                 f,
@@ -131,6 +153,15 @@ impl TaskKind {
     }
 }
 
+/// A launch's place in an index launch ([`super::Program::index_launch`]): its point, the
+/// launch's number of points, and its projection's type (compared).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Index {
+    pub(crate) point: u32,
+    pub(crate) points: u32,
+    pub(crate) project: TypeId,
+}
+
 /// What a launch of a trace is compared by.
 #[derive(Clone, Debug)]
 struct Sig {
@@ -139,6 +170,8 @@ struct Sig {
     accesses: Vec<Declared>,
     /// Launched after an outside event.
     outside: bool,
+    /// A point of an index launch.
+    index: Option<Index>,
 }
 
 impl fmt::Display for Sig {
@@ -158,6 +191,9 @@ impl fmt::Display for Sig {
         if self.outside {
             write!(f, ", after an outside event")?;
         }
+        if let Some(i) = self.index {
+            write!(f, ", point {} of an index launch of {}", i.point, i.points)?;
+        }
         Ok(())
     }
 }
@@ -168,6 +204,7 @@ impl PartialEq for Sig {
             && self.placement == other.placement
             && self.accesses == other.accesses
             && self.outside == other.outside
+            && self.index == other.index
     }
 }
 
@@ -185,14 +222,11 @@ struct Step {
     placement: Placement,
     accesses: (u32, u32),
     outside: bool,
+    index: Option<Index>,
 }
 
 /// A recorded trace.
 struct Recorded {
-    sigs: Vec<Sig>,
-    /// `sigs` packed for replays: one small entry per launch, the accesses back to back.
-    steps: Vec<Step>,
-    accesses: Vec<Declared>,
     graph: Subgraph<Arena>,
     /// The external preconditions, in the subgraph's order: `Version` or `All` symbols.
     pres: Vec<Sym>,
@@ -200,9 +234,16 @@ struct Recorded {
     exits: Vec<(u32, Vec<Out>, Vec<Out>)>,
     /// The size of the recorded execution's closures, to size each replay's arena.
     units: usize,
-    /// Where each launch's ran-flag goes in an arena ([`super::arena::slots_for`]).
+    /// Where each launch's ran-flag goes in the recording's arena
+    /// ([`super::arena::slots_for`]).
     slots: Arc<[u32]>,
-    /// The recorded launches' accesses, for replays to point at.
+    /// The same for a replay's arena, whose entries are launches or index launches; and
+    /// where each launch is among them, if the fragment has index launches.
+    replay_slots: Arc<[u32]>,
+    places: Option<Arc<[Place]>>,
+    /// A replay's arena entries.
+    entries: usize,
+    /// What a replay compares with, and what its closures point at.
     typed: Arc<Typed>,
 }
 
@@ -212,17 +253,60 @@ struct Recorded {
 /// equal to the replay's. The replay's closure then holds a pointer here instead of a copy of
 /// the accesses: a quarter of the bytes the issuing thread writes and the worker reads (on
 /// `traced`, 4 graphs of `nearest`, those lines' transfers were most of the issuing cost).
-pub(crate) struct Typed(Vec<Option<Box<dyn Any + Send>>>);
+///
+/// It also holds what each launch is compared by: the driver compares a replay's launches
+/// with it, and the workers the points of index launches (see [`Typed::check_point`]).
+pub(crate) struct Typed {
+    boxes: Vec<Option<Box<dyn Any + Send>>>,
+    id: u64,
+    sigs: Vec<Sig>,
+    /// `sigs` packed for replays: one small entry per launch, the accesses back to back.
+    steps: Vec<Step>,
+    accesses: Vec<Declared>,
+}
 
-// SAFETY: the boxes are never changed after the recording ends; tasks reach them only as
-// `&A` to call `Access::get(&self)`, which in every (sealed) implementation reads the region
-// keys and cell pointers and nothing else, so concurrent shared use is plain reading.
+// SAFETY: nothing in it changes after the recording ends; tasks reach the boxes only as `&A`
+// to call `Access::get(&self)`, which in every (sealed) implementation reads the region keys
+// and cell pointers and nothing else, so concurrent shared use is plain reading; the rest is
+// plain data.
 unsafe impl Sync for Typed {}
 
 impl Typed {
     /// The accesses recorded at launch `k`, if they were recorded with type `A`.
     pub(crate) fn get<A: 'static>(&self, k: usize) -> Option<&A> {
-        self.0.get(k)?.as_ref()?.downcast_ref::<A>()
+        self.boxes.get(k)?.as_ref()?.downcast_ref::<A>()
+    }
+
+    /// Whether launch `k` of a replay, a point of an index launch that the driver matched
+    /// by its task, projection and number of points, projected to what the recording has
+    /// there: `Err` names the difference (the point's task then does not run).
+    pub(crate) fn check_point<A: super::Access>(
+        &self,
+        k: usize,
+        placement: Placement,
+        access: &A,
+    ) -> Result<(), String> {
+        let s = &self.steps[k];
+        let recorded = &self.accesses[s.accesses.0 as usize..s.accesses.1 as usize];
+        let mut rest = recorded.iter();
+        if s.placement == placement && access.matches(&mut rest) && rest.as_slice().is_empty() {
+            return Ok(());
+        }
+        let sig = &self.sigs[k];
+        let mut accesses = Vec::new();
+        access.declare(&mut accesses);
+        let got = Sig {
+            placement,
+            accesses,
+            ..sig.clone()
+        };
+        Err(TraceError::PointMismatch {
+            id: self.id,
+            launch: k,
+            recorded: sig.to_string(),
+            got: got.to_string(),
+        }
+        .to_string())
     }
 }
 
@@ -242,6 +326,8 @@ struct Recording {
 /// A trace being replayed.
 struct Replaying {
     recorded: Arc<Recorded>,
+    /// Launches matched so far (an index launch counts its points).
+    launches: usize,
     jobs: Arena,
     error: Option<TraceError>,
     outside: Vec<Event>,
@@ -277,7 +363,7 @@ impl Traces {
         match &self.open {
             None => 0,
             Some((_, Mode::Recording(r))) => r.sigs.len(),
-            Some((_, Mode::Replaying(r))) => r.jobs.len(),
+            Some((_, Mode::Replaying(r))) => r.launches,
         }
     }
 
@@ -301,7 +387,7 @@ impl Traces {
         if matches!(self.open, Some((_, Mode::Replaying(_)))) {
             return self.replay(kind, placement, declared, job, after);
         }
-        self.launch(kind, placement, declared, job, check, after, None);
+        self.launch(kind, placement, declared, job, check, after, None, None);
         Ok(())
     }
 
@@ -316,7 +402,8 @@ impl Traces {
         after: Option<&Event>,
     ) -> Result<(), F> {
         let outside = after.is_some();
-        let Some((arena, _)) = self.replay_slot(kind.id, placement, outside, |rec| rec == declared)
+        let Some((arena, ..)) =
+            self.replay_slot(kind.id, placement, outside, |rec| rec == declared)
         else {
             return Err(job);
         };
@@ -330,7 +417,7 @@ impl Traces {
     /// The arena of the open replay if `kind` at `placement` (after an outside event or not)
     /// is its next launch and `fits` holds for the recorded accesses: the caller then pushes
     /// the launch's job into it, which may point at the recorded accesses (the second part;
-    /// the launch's are at index `arena.len()`).
+    /// the launch's are at index `k`, the third).
     /// `None` in every other case (recording, no trace, an error already, a difference),
     /// which the caller hands to [`launch`](Self::launch) to be recorded or reported.
     pub(crate) fn replay_slot(
@@ -339,16 +426,53 @@ impl Traces {
         placement: Placement,
         outside: bool,
         fits: impl FnOnce(&[Declared]) -> bool,
-    ) -> Option<(&mut Arena, &Typed)> {
+    ) -> Option<(&mut Arena, &Typed, usize)> {
         let Some((_, Mode::Replaying(r))) = &mut self.open else {
             return None;
         };
-        let rec = &*r.recorded;
-        let s = rec.steps.get(r.jobs.len())?;
-        let ok =
-            r.error.is_none() && s.kind == kind && s.placement == placement && s.outside == outside;
+        let rec = &*r.recorded.typed;
+        let k = r.launches;
+        let s = rec.steps.get(k)?;
+        let ok = r.error.is_none()
+            && s.kind == kind
+            && s.placement == placement
+            && s.outside == outside
+            && s.index.is_none();
         let accesses = &rec.accesses[s.accesses.0 as usize..s.accesses.1 as usize];
-        (ok && fits(accesses)).then_some((&mut r.jobs, &*rec.typed))
+        if !(ok && fits(accesses)) {
+            return None;
+        }
+        r.launches += 1;
+        Some((&mut r.jobs, rec, k))
+    }
+
+    /// The arena of the open replay if an index launch of `points` points of task `kind`
+    /// with projection `project` is its next launch: the caller pushes one shared job for
+    /// its points, each of which checks its own projection where it runs
+    /// ([`Typed::check_point`]). Also the recording's [`Typed`] and the first point's launch
+    /// number. `None` as for [`replay_slot`](Self::replay_slot).
+    pub(crate) fn replay_index(
+        &mut self,
+        kind: TypeId,
+        points: u32,
+        project: TypeId,
+    ) -> Option<(&mut Arena, &Typed, usize)> {
+        let Some((_, Mode::Replaying(r))) = &mut self.open else {
+            return None;
+        };
+        let rec = &*r.recorded.typed;
+        let k = r.launches;
+        let s = rec.steps.get(k)?;
+        let first = Index {
+            point: 0,
+            points,
+            project,
+        };
+        if r.error.is_some() || s.kind != kind || s.index != Some(first) {
+            return None;
+        }
+        r.launches += points as usize;
+        Some((&mut r.jobs, rec, k))
     }
 
     /// Closes the open replay without running it, handing back its launches (each with its
@@ -357,7 +481,7 @@ impl Traces {
     pub(crate) fn abandon(&mut self) -> Vec<Abandoned> {
         match self.open.take() {
             Some((_, Mode::Replaying(r))) => {
-                let sigs = &r.recorded.sigs;
+                let sigs = &r.recorded.typed.sigs;
                 let mut outside = r.outside.into_iter();
                 r.jobs
                     .into_jobs()
@@ -393,12 +517,14 @@ impl Traces {
         let mode = match self.recorded.get(&id) {
             Some(r) => Mode::Replaying(Replaying {
                 recorded: r.clone(),
+                launches: 0,
                 jobs: Arena::sized_like(
                     r.units,
-                    r.sigs.len(),
-                    r.slots.clone(),
+                    r.entries,
+                    r.replay_slots.clone(),
                     self.pool.clone(),
                     r.typed.clone(),
+                    r.places.clone(),
                 ),
                 error: None,
                 outside: Vec::new(),
@@ -419,7 +545,9 @@ impl Traces {
 
     /// Records or matches one launch of the open trace, which also waits for `after` if
     /// given (an outside event of this execution). `typed`: the launch's accesses, which
-    /// `job` points at (recorded with it; dropped with it otherwise).
+    /// `job` points at (recorded with it; dropped with it otherwise). `index`: the launch is
+    /// a point of an index launch (recorded so; a replay's index launches do not come here
+    /// unless they differ).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &mut self,
@@ -430,10 +558,15 @@ impl Traces {
         check: impl FnOnce(&[Declared]),
         after: Option<&Event>,
         typed: Option<Box<dyn Any + Send>>,
+        index: Option<Index>,
     ) {
         let outside = after.is_some();
-        let Err(job) = self.replay(kind, placement, declared, job, after) else {
-            return;
+        let job = match index {
+            None => match self.replay(kind, placement, declared, job, after) {
+                Ok(()) => return,
+                Err(job) => job,
+            },
+            Some(_) => job,
         };
         let (id, mode) = self.open.as_mut().expect("a trace is open");
         match mode {
@@ -441,18 +574,19 @@ impl Traces {
                 if r.error.is_some() {
                     return;
                 }
-                let at = r.jobs.len();
+                let at = r.launches;
                 check(declared);
                 let got = Sig {
                     kind,
                     placement,
                     accesses: declared.to_vec(),
                     outside,
+                    index,
                 };
                 r.error = Some(TraceError::Mismatch {
                     id: *id,
                     launch: at,
-                    recorded: r.recorded.sigs.get(at).map_or_else(
+                    recorded: r.recorded.typed.sigs.get(at).map_or_else(
                         || "no launch (the recording ends here)".to_string(),
                         |s| s.to_string(),
                     ),
@@ -491,6 +625,7 @@ impl Traces {
                     placement,
                     accesses: declared.to_vec(),
                     outside,
+                    index,
                 });
                 rec.deps.push(deps);
                 rec.workers.push(worker);
@@ -514,11 +649,12 @@ impl Traces {
                 if let Some(e) = r.error {
                     return Err(e);
                 }
-                if r.jobs.len() != r.recorded.sigs.len() {
+                let recorded = r.recorded.typed.sigs.len();
+                if r.launches != recorded {
                     return Err(TraceError::Shorter {
                         id,
-                        recorded: r.recorded.sigs.len(),
-                        got: r.jobs.len(),
+                        recorded,
+                        got: r.launches,
                     });
                 }
                 (r.recorded, r.jobs, r.outside)
@@ -640,8 +776,9 @@ fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Rec
             for &k in &members {
                 // SAFETY: vertex `g` of an instance runs at most once (the subgraph's
                 // exactly-once execution, tested in `tests/subgraph.rs`), each launch is in
-                // one vertex only, and the vertex's arguments are its own closures.
-                unsafe { jobs.run(k as usize) }
+                // one vertex only, and the vertex's arguments are its own closures, placed
+                // as `places_of` says.
+                unsafe { jobs.run_launch(k as usize) }
             }
         });
     }
@@ -718,20 +855,56 @@ fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Rec
                 placement: s.placement,
                 accesses: (start, accesses.len() as u32),
                 outside: s.outside,
+                index: s.index,
             }
         })
         .collect();
+    let (places, entry_workers) = places_of(&rec.sigs, &rec.workers);
+    let replay_slots = super::arena::slots_for(&entry_workers);
     Ok(Recorded {
-        typed: Arc::new(Typed(rec.typed)),
+        typed: Arc::new(Typed {
+            boxes: rec.typed,
+            id,
+            sigs: rec.sigs,
+            steps,
+            accesses,
+        }),
         slots: super::arena::slots_for(&rec.workers),
-        steps,
-        accesses,
-        sigs: rec.sigs,
+        entries: entry_workers.len(),
+        places: places.map(Arc::from),
+        replay_slots,
         graph,
         pres,
         exits,
         units,
     })
+}
+
+/// Where each launch is in a replay's arena (`None` when every launch has an entry of its
+/// own: no index launches), and each entry's worker (for its flag; the shared entry of an
+/// index launch never sets one).
+fn places_of(sigs: &[Sig], workers: &[usize]) -> (Option<Vec<Place>>, Vec<usize>) {
+    if sigs.iter().all(|s| s.index.is_none()) {
+        return (None, workers.to_vec());
+    }
+    let mut entries: Vec<usize> = Vec::new();
+    let places = sigs
+        .iter()
+        .zip(workers)
+        .map(|(s, &w)| match s.index {
+            None => {
+                entries.push(w);
+                (entries.len() as u32 - 1, ONCE)
+            }
+            Some(i) => {
+                if i.point == 0 {
+                    entries.push(0);
+                }
+                (entries.len() as u32 - 1, i.point)
+            }
+        })
+        .collect();
+    (Some(places), entries)
 }
 
 /// Runs one execution of `recorded` with `jobs` after the regions' current states and this

@@ -43,8 +43,11 @@ use super::team::Pass;
 use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{mpsc, Arc};
-use tactor::implicit::{constant, read, read_write, write, Constant, Program, Read, Region, Write};
+use std::sync::{mpsc, Arc, OnceLock};
+use tactor::implicit::{
+    constant, read, read_write, write, Constant, Inputs as Reads, Program, Read, ReadWrite, Region,
+    Write,
+};
 use tactor::{Event, Handle, Placement};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -111,21 +114,186 @@ struct Ctx {
 /// A point's inputs: reads of its dependencies' outputs.
 type Inputs = SmallVec<[Read<Point>; 4]>;
 
+/// What the points of every timestep reach: the graphs, the regions and where points run.
+/// Aligned so that its fields do not share a cache line with the `Arc`'s counts: the issuing
+/// thread clones the `Arc` for every timestep, and every point reads the fields.
+#[repr(align(128))]
+struct Table {
+    ctx: Constant<Ctx>,
+    /// Per graph, per row, per point.
+    regions: Vec<[Vec<Region<Point>>; 2]>,
+    /// Per graph, the worker of each point (block distribution).
+    owners: Vec<Vec<usize>>,
+    /// Points run at their block owners (as a compiled subgraph needs), else anywhere.
+    pinned: bool,
+    /// Per graph, per `shape × 2 + row`, each point's inputs, built at their first use (see
+    /// [`CACHED_SHAPES`]).
+    inputs: Vec<Vec<OnceLock<Vec<Inputs>>>>,
+}
+
 /// Graphs with at most this many timestep shapes keep each shape's input lists (per row
-/// parity), built at their first use: the driver then clones a list per launch instead of
-/// looking the dependencies up, which was a fifth of its time on `traced`.
+/// parity): a projection then copies a list instead of looking the dependencies up, which
+/// was a fifth of the issuing thread's time on `traced` when it projected every point, and
+/// a quarter of a point's time on the worker when the worker does.
 const CACHED_SHAPES: usize = 64;
+
+/// No cached input list (a graph of many shapes).
+const UNCACHED: u32 = u32::MAX;
+
+/// One timestep's index launch: its points are this rank's points of every graph at `t`,
+/// graph by graph, ascending.
+struct Step {
+    table: Arc<Table>,
+    t: i64,
+    /// Per graph, its points among the launch's (found once by the issuing thread: a
+    /// point's graph is then a few compares where it runs).
+    spans: SmallVec<[Span; 4]>,
+}
+
+/// One graph's points in a timestep's index launch.
+#[derive(Clone, Copy)]
+struct Span {
+    /// The end of its points among the launch's.
+    end: u32,
+    /// Where its input lists are cached ([`UNCACHED`]: not).
+    cache: u32,
+    /// Its first point, and that point's position in the timestep (in the cached lists).
+    first: i64,
+    skip: u32,
+}
+
+impl Step {
+    fn new(table: &Arc<Table>, t: i64) -> Step {
+        let ctx = &*table.ctx;
+        let mut end = 0u32;
+        let spans = ctx
+            .plans
+            .iter()
+            .enumerate()
+            .map(|(gi, plan)| {
+                let r = local(ctx, gi, plan, t);
+                end += u32::try_from(r.end - r.start).expect("fewer than 2^32 points");
+                let cache = plan
+                    .shape_id(t)
+                    .map(|s| s as usize * 2 + (t % 2) as usize)
+                    .filter(|&c| c < table.inputs[gi].len())
+                    .map_or(UNCACHED, |c| c as u32);
+                Span {
+                    end,
+                    cache,
+                    first: r.start,
+                    skip: u32::try_from(r.start - plan.offset(t)).unwrap_or(0),
+                }
+            })
+            .collect();
+        Step {
+            table: table.clone(),
+            t,
+            spans,
+        }
+    }
+
+    /// The graph of the launch's `i`-th point, and its rank among that graph's points.
+    fn locate(&self, i: u32) -> (usize, u32) {
+        let mut begin = 0;
+        for (gi, s) in self.spans.iter().enumerate() {
+            if i < s.end {
+                return (gi, i - begin);
+            }
+            begin = s.end;
+        }
+        unreachable!("point {i} past the timestep's points")
+    }
+
+    /// The graph and point of the launch's `i`-th point.
+    fn point(&self, i: u32) -> (usize, i64) {
+        let (gi, j) = self.locate(i);
+        (gi, self.spans[gi].first + i64::from(j))
+    }
+
+    /// How many points the timestep has on this rank.
+    fn points(&self) -> u32 {
+        self.spans.last().map_or(0, |s| s.end)
+    }
+}
+
+/// The points of graph `gi` at `t` that this rank computes (none past its last timestep).
+fn local(ctx: &Ctx, gi: usize, plan: &Plan, t: i64) -> std::ops::Range<i64> {
+    if t >= plan.graph().timesteps {
+        return 0..0;
+    }
+    let r = match &ctx.ranks {
+        Some((_, cuts)) => cuts[gi].local(plan, t),
+        None => plan.offset(t)..plan.offset(t) + plan.width(t),
+    };
+    // A rank whose block lies outside the timestep's points has none (the range is then
+    // given as backwards).
+    r.start..r.end.max(r.start)
+}
+
+/// Where point `i` of a timestep runs and what it declares: a read of each dependency's
+/// output (last timestep's row) and a read-write of its own region in this timestep's row.
+fn project(step: &Step, i: u32) -> (Placement, (Inputs, ReadWrite<Point>)) {
+    let (gi, j) = step.locate(i);
+    let span = step.spans[gi];
+    let p = span.first + i64::from(j);
+    let table = &*step.table;
+    let t = step.t;
+    let (row, prev) = ((t % 2) as usize, ((t + 1) % 2) as usize);
+    let regions = &table.regions[gi];
+    let build = |p: i64| -> Inputs {
+        table.ctx.plans[gi]
+            .deps(t, p)
+            .iter()
+            .map(|&d| read(&regions[prev][d as usize]))
+            .collect()
+    };
+    let inputs = if span.cache == UNCACHED {
+        build(p)
+    } else {
+        let lists = table.inputs[gi][span.cache as usize].get_or_init(|| {
+            let plan = &table.ctx.plans[gi];
+            let off = plan.offset(t);
+            (off..off + plan.width(t)).map(build).collect()
+        });
+        Inputs::from_slice(&lists[(span.skip + j) as usize])
+    };
+    let place = if table.pinned {
+        Placement::Worker(table.owners[gi][p as usize])
+    } else {
+        Placement::Any
+    };
+    (place, (inputs, read_write(&regions[row][p as usize])))
+}
+
+/// Point `i` of a timestep: the kernel on its inputs, validating each.
+fn run_point(step: &Step, i: u32, (inputs, me): (Reads<'_, Point>, &mut Point)) {
+    let ctx = &*step.table.ctx;
+    if ctx.error.failed() {
+        return;
+    }
+    let (gi, p) = step.point(i);
+    let output = me.output.as_mut_slice();
+    let scratch = me.scratch.as_mut_slice();
+    tactor::hint::claim(output);
+    let r = run_inputs(
+        &ctx.plans[gi],
+        step.t,
+        p,
+        output,
+        scratch,
+        inputs.iter().map(|i| i.output.as_slice()),
+    );
+    tactor::hint::share(output);
+    if let Err(e) = r {
+        ctx.error.record(e);
+    }
+}
 
 /// The program and its data.
 struct State {
     program: Program,
-    ctx: Constant<Ctx>,
-    /// Per graph, per row, per point.
-    regions: Vec<[Vec<Region<Point>>; 2]>,
-    /// Per graph, per `shape × 2 + row`, each point's inputs (see [`CACHED_SHAPES`]).
-    inputs: Vec<Vec<Option<Vec<Inputs>>>>,
-    /// Per graph, the worker of each point (block distribution).
-    owners: Vec<Vec<usize>>,
+    table: Arc<Table>,
     /// `traced`: the chunks, and the trace id of each.
     chunks: Vec<(i64, i64, u64)>,
     steps: i64,
@@ -138,14 +306,7 @@ impl State {
         program.auto_trace(style == Style::Auto);
         let mut regions = Vec::new();
         let mut owners = Vec::new();
-        let mut inputs = Vec::new();
         for (gi, plan) in ctx.plans.iter().enumerate() {
-            let cached = if plan.shapes() <= CACHED_SHAPES {
-                plan.shapes() * 2
-            } else {
-                0
-            };
-            inputs.push(vec![None; cached]);
             let g = plan.graph();
             let mut row = || -> Vec<Region<Point>> {
                 (0..g.max_width)
@@ -191,96 +352,45 @@ impl State {
                 chunks.push((t0, len, id));
             }
         }
-        State {
+        let inputs = ctx
+            .plans
+            .iter()
+            .map(|plan| {
+                let cached = if plan.shapes() <= CACHED_SHAPES {
+                    plan.shapes() * 2
+                } else {
+                    0
+                };
+                (0..cached).map(|_| OnceLock::new()).collect()
+            })
+            .collect();
+        let table = Table {
             ctx: program.constant(ctx),
-            program,
             regions,
-            inputs,
             owners,
+            pinned: style != Style::Plain,
+            inputs,
+        };
+        State {
+            table: Arc::new(table),
+            program,
             chunks,
             steps,
         }
     }
 
-    /// Launches timestep `t` of every graph.
-    /// Launches timestep `t` of every graph; `pinned`: at the points' block owners (as a
-    /// compiled subgraph needs), else anywhere.
-    fn timestep(&mut self, t: i64, pinned: bool) {
-        // Borrowed field by field rather than cloning the constant (a locked increment and
-        // decrement per timestep, which perf showed stalling the driver; removing it measured
-        // within noise, and it costs nothing).
-        let State {
-            program,
-            ctx,
-            regions: all_regions,
-            inputs,
-            owners,
-            ..
-        } = self;
-        for gi in 0..ctx.plans.len() {
-            let plan = &ctx.plans[gi];
-            if t >= plan.graph().timesteps {
-                continue;
-            }
-            let (row, prev) = ((t % 2) as usize, ((t + 1) % 2) as usize);
-            let off = plan.offset(t);
-            let lists = &mut inputs[gi];
-            let cache = plan
-                .shape_id(t)
-                .map(|s| s as usize * 2 + row)
-                .filter(|&c| c < lists.len());
-            let regions = &all_regions[gi];
-            let build = |p: i64| -> Inputs {
-                plan.deps(t, p)
-                    .iter()
-                    .map(|&d| read(&regions[prev][d as usize]))
-                    .collect()
-            };
-            if let Some(c) = cache {
-                lists[c].get_or_insert_with(|| (off..off + plan.width(t)).map(build).collect());
-            }
-            let points = match &ctx.ranks {
-                Some((_, cuts)) => cuts[gi].local(plan, t),
-                None => off..off + plan.width(t),
-            };
-            for p in points {
-                let inputs = match cache {
-                    Some(c) => Inputs::from_slice(
-                        &lists[c].as_ref().expect("filled above")[(p - off) as usize],
-                    ),
-                    None => build(p),
-                };
-                let mine = read_write(&regions[row][p as usize]);
-                let place = if pinned {
-                    Placement::Worker(owners[gi][p as usize])
-                } else {
-                    Placement::Any
-                };
-                let env = constant(ctx);
-                program.launch(place, (env, inputs, mine), move |(ctx, inputs, me)| {
-                    if ctx.error.failed() {
-                        return;
-                    }
-                    let output = me.output.as_mut_slice();
-                    let scratch = me.scratch.as_mut_slice();
-                    let plan = &ctx.plans[gi];
-                    tactor::hint::claim(output);
-                    let r = run_inputs(
-                        plan,
-                        t,
-                        p,
-                        output,
-                        scratch,
-                        inputs.iter().map(|i| i.output.as_slice()),
-                    );
-                    tactor::hint::share(output);
-                    if let Err(e) = r {
-                        ctx.error.record(e);
-                    }
-                });
-            }
-            if ctx.ranks.is_some() {
-                edges(program, regions, ctx, gi, t);
+    /// Launches timestep `t` of every graph: one index launch for this rank's points of all
+    /// graphs (on ranks, then each graph's sends and receives).
+    fn timestep(&mut self, t: i64) {
+        let step = Step::new(&self.table, t);
+        let points = step.points();
+        self.program.index_launch(points, step, project, run_point);
+        let table = &*self.table;
+        if table.ctx.ranks.is_some() {
+            for (gi, regions) in table.regions.iter().enumerate() {
+                if t < table.ctx.plans[gi].graph().timesteps {
+                    edges(&mut self.program, regions, &table.ctx, gi, t);
+                }
             }
         }
     }
@@ -406,7 +516,7 @@ fn drive(
                 (at.t + CHUNK).min(st.steps)
             };
             for t in at.t..to {
-                st.timestep(t, style != Style::Plain);
+                st.timestep(t);
             }
             next.t = to;
             // A fence merges every region's state (a subscription per event): `implicit` and
@@ -430,7 +540,7 @@ fn drive(
             let _ = done.send((st, fence, Some(e.to_string())));
             return;
         }
-        if next.t >= st.steps || st.ctx.error.failed() {
+        if next.t >= st.steps || st.table.ctx.error.failed() {
             st.program.flush();
             let fence = st.program.fence();
             // Waiting here suspends this task, not the worker: the program goes back when the
@@ -514,7 +624,7 @@ impl System for Implicit {
             error: ErrorSlot::new(remote.clone()),
         };
         let first = State::new(ctx, &rt.handle(), self.style);
-        let ctx = first.ctx.clone();
+        let ctx = first.table.ctx.clone();
         let mut state = Some(first);
         let style = self.style;
         on_tactor::passes(&rt, &ctx.error, remote.as_deref(), || {

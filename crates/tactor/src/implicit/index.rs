@@ -1,0 +1,158 @@
+//! Index launches: many points of one task in one call (Legion's index space launches).
+//!
+//! Outside a trace an index launch is its points launched one by one, each analysed like any
+//! launch. Inside a trace its points are recorded one by one too, but a replay matches the
+//! whole launch at once (its task, its projection and its number of points) and stores one
+//! job for all its points: the driver's cost no longer grows with the points. Each point's
+//! projection then runs on the worker that runs the point, which compares it with the
+//! recording before the task gets its references; a point that differs does not run and
+//! poisons what depends on it, with the difference as the error. A replay stays exactly
+//! what the recording analysed, or fails: never a silent wrong answer.
+
+use super::trace::{Index, TaskKind, Typed};
+use super::{check, declared_job, Access, Declared, Program, RELAX_EVERY};
+use crate::runtime::Placement;
+use std::any::TypeId;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// The recording a replay's shared job compares its points with.
+struct Recording(NonNull<Typed>);
+
+// SAFETY: `Typed` is `Sync` (never changed after its recording ends), and the pointer is only
+// read through `&Typed` while the arena that keeps it alive (`Arena::keep`) holds the job.
+unsafe impl Send for Recording {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Recording {}
+
+impl Recording {
+    /// # Safety
+    /// The arena that holds the job holding `self` keeps the recording alive.
+    unsafe fn get(&self) -> &Typed {
+        // SAFETY: by this function's contract.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Program {
+    /// Launches `points` tasks at once: point `i` runs `task(&shared, i, refs)` at the
+    /// placement and with the accesses `project(&shared, i)` gives, as if each point were
+    /// launched by [`Program::launch`] in order. The points of one index launch should not
+    /// conflict with each other (if they do, they are ordered like separate launches).
+    ///
+    /// Inside a trace this is what makes a replay cheap: a replayed index launch costs the
+    /// issuing thread about one launch however many points it has, and each point's
+    /// projection is computed and compared with the recording by the worker that runs it. A
+    /// point that projects differently from its recording does not run: it fails with
+    /// [`TraceError::PointMismatch`](super::TraceError::PointMismatch) (its message), and the
+    /// tasks that depend on it are poisoned. A different task, projection or number of
+    /// points is an ordinary mismatch ([`Program::end_trace`] reports it, nothing ran).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tactor::implicit::{read_write, Program, Region};
+    /// use tactor::{Placement, Runtime};
+    ///
+    /// let rt = Runtime::new(2).unwrap();
+    /// let mut p = Program::new(&rt);
+    /// let cells: Arc<Vec<Region<u64>>> = Arc::new((0..4).map(|i| p.region(i)).collect());
+    /// for _ in 0..3 {
+    ///     p.trace(7, |p| {
+    ///         p.index_launch(
+    ///             4,
+    ///             cells.clone(),
+    ///             |c: &Arc<Vec<Region<u64>>>, i| {
+    ///                 (Placement::Worker(i as usize % 2), read_write(&c[i as usize]))
+    ///             },
+    ///             |_, _, v| *v += 10,
+    ///         );
+    ///     })
+    ///     .unwrap();
+    /// }
+    /// assert_eq!(p.with(&cells[3], |v| *v).unwrap(), 33);
+    /// ```
+    ///
+    /// # Panics
+    /// As [`Program::launch`], for any point.
+    #[track_caller]
+    pub fn index_launch<S, A, P, F>(&mut self, points: u32, shared: S, project: P, task: F)
+    where
+        S: Send + Sync + 'static,
+        A: Access,
+        P: Fn(&S, u32) -> (Placement, A) + Send + Sync + 'static,
+        F: for<'a> Fn(&S, u32, A::Ref<'a>) + Send + Sync + 'static,
+    {
+        let manual = self.manual_trace_open();
+        if manual {
+            if let Some((arena, typed, first)) =
+                self.traces
+                    .replay_index(TypeId::of::<F>(), points, TypeId::of::<P>())
+            {
+                let recording = Recording(NonNull::from(typed));
+                arena.push_shared(move |i: u32| {
+                    let (placement, access) = project(&shared, i);
+                    // SAFETY: the arena keeps the recording alive while its jobs exist.
+                    let typed = unsafe { recording.get() };
+                    if let Err(e) = typed.check_point(first + i as usize, placement, &access) {
+                        std::panic::panic_any(e);
+                    }
+                    // SAFETY: these accesses equal the recording's at this position (checked
+                    // just above), which the recording analysed (and checked distinct): this
+                    // job runs where that analysis ordered it.
+                    let refs = unsafe { access.get() };
+                    task(&shared, i, refs)
+                });
+                self.launched += u64::from(points);
+                self.since_relax += 1;
+                if self.since_relax >= RELAX_EVERY {
+                    self.since_relax = 0;
+                    crate::relax();
+                }
+                return;
+            }
+        }
+        let kind = TaskKind::of::<F>();
+        let project_kind = TypeId::of::<P>();
+        let both = Arc::new((shared, task));
+        for i in 0..points {
+            let (placement, access) = project(&both.0, i);
+            if let Placement::Worker(w) = placement {
+                assert!(
+                    w < self.workers,
+                    "launch placed on worker {w}, but the runtime has {} workers",
+                    self.workers
+                );
+            }
+            self.launched += 1;
+            let mut declared = std::mem::take(&mut self.declared);
+            let b = both.clone();
+            let job = declared_job(&mut declared, access, move |refs| (b.1)(&b.0, i, refs));
+            if manual {
+                let program = self.id;
+                let check = |d: &[Declared]| check(program, d);
+                let index = Index {
+                    point: i,
+                    points,
+                    project: project_kind,
+                };
+                self.traces.launch(
+                    kind,
+                    placement,
+                    &declared,
+                    job,
+                    check,
+                    None,
+                    None,
+                    Some(index),
+                );
+            } else if self.auto.is_some() {
+                self.launch_auto(kind, placement, &declared, job, None);
+            } else {
+                check(self.id, &declared);
+                self.analyse(placement, &declared, Box::new(job));
+            }
+            self.declared = declared;
+            crate::relax();
+        }
+    }
+}
