@@ -217,6 +217,45 @@ fn a_poisoned_precondition_poisons_the_instance() {
     );
 }
 
+#[test]
+fn one_event_given_for_several_preconditions_opens_each_of_them() {
+    // Preconditions 0 and 2 are the same event, 1 another: each gates a task of its own, and
+    // the tasks of 0 and 2 run once that event triggers (not before), the task of 1 after its
+    // own; a poisoned shared event poisons the tasks of both.
+    let rt = rt(2);
+    let ran = Arc::new(AtomicU32::new(0));
+    let mut b = SubgraphBuilder::<Arc<AtomicU32>>::new();
+    for (i, w) in [(0u32, 0usize), (1, 1), (2, 1)] {
+        let pre = b.precondition();
+        let t = b.task(w, move |r: &Arc<AtomicU32>| {
+            r.fetch_or(1 << i, SeqCst);
+        });
+        b.wait_for(pre, t);
+    }
+    let g = b.compile(&rt).unwrap();
+    let (shared, other) = (UserEvent::new(), UserEvent::new());
+    let pres = [shared.event(), other.event(), shared.event()];
+    let inst = g.instantiate(ran.clone(), &pres);
+    other.trigger().unwrap();
+    while ran.load(SeqCst) & 2 == 0 {
+        std::thread::yield_now();
+    }
+    assert_eq!(ran.load(SeqCst), 2, "the shared event's tasks wait for it");
+    shared.trigger().unwrap();
+    inst.completion.wait().unwrap();
+    assert_eq!(ran.load(SeqCst), 7);
+
+    let (shared, other) = (UserEvent::new(), UserEvent::new());
+    let pres = [shared.event(), other.event(), shared.event()];
+    let inst = g.instantiate(Arc::new(AtomicU32::new(0)), &pres);
+    shared.poison("upstream").unwrap();
+    other.trigger().unwrap();
+    assert_eq!(
+        *inst.completion.wait().unwrap_err().failure(),
+        Failure::Poisoned("upstream".into())
+    );
+}
+
 /// Two tasks on workers 1 and 0, the first after a precondition.
 fn waiting_pair(rt: &Runtime) -> tactor::Subgraph<()> {
     let mut b = SubgraphBuilder::<()>::new();

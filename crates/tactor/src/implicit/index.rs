@@ -10,7 +10,7 @@
 //! what the recording analysed, or fails: never a silent wrong answer.
 
 use super::trace::{Index, TaskKind, Typed};
-use super::{check, declared_job, Access, Declared, Program, RELAX_EVERY};
+use super::{check, declared_job, Access, Declared, Program};
 use crate::runtime::Placement;
 use std::any::TypeId;
 use std::ptr::NonNull;
@@ -103,11 +103,11 @@ impl Program {
                     task(&shared, i, refs)
                 });
                 self.launched += u64::from(points);
-                self.since_relax += 1;
-                if self.since_relax >= RELAX_EVERY {
-                    self.since_relax = 0;
-                    crate::relax();
-                }
+                // An index launch is often a whole timestep: let the worker's vertices run
+                // after each (every second one, as for single launches, measured 2 % slower
+                // on `traced`, 4 graphs of `nearest`).
+                self.since_relax = 0;
+                crate::relax();
                 return;
             }
         }

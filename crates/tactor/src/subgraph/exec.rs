@@ -248,16 +248,34 @@ impl<A> Resident for Cursor<A> {
     }
 }
 
-/// An external precondition's subscription on behalf of an instance.
+/// The subscription of an instance to one event: the external preconditions it is given for.
 struct Pre<A> {
     state: Arc<State<A>>,
-    index: usize,
+    indices: Vec<usize>,
 }
 
 impl<A: Send + Sync + 'static> Notify for Pre<A> {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
-        self.state.precondition_done(self.index, outcome);
+        for &index in &self.indices {
+            self.state.precondition_done(index, outcome);
+        }
     }
+}
+
+/// `preconditions` grouped by event: each distinct event once, with the precondition indices
+/// it is given for. A subscription is a write to a line other workers last wrote (the event's
+/// waiters), so one per event, not per precondition: a traced fragment's preconditions are
+/// often a few events given many times (its regions' states on entry).
+fn by_event(preconditions: &[Event]) -> Vec<(&Event, Vec<usize>)> {
+    let mut groups: Vec<(&Event, Vec<usize>)> = Vec::new();
+    for (index, e) in preconditions.iter().enumerate() {
+        // Linear: instances take tens of preconditions at most, and a map costs more.
+        match groups.iter_mut().find(|(g, _)| g.ptr_eq(e)) {
+            Some((_, indices)) => indices.push(index),
+            None => groups.push((e, vec![index])),
+        }
+    }
+    groups
 }
 
 /// What an [`Inlet`] opens: precondition `index` of an instance, whatever its argument type.
@@ -395,10 +413,10 @@ pub(crate) fn instantiate<A: Send + Sync + 'static>(
             .subscribe(Arc::new(FinishWhen(state)));
         return (out, opened);
     }
-    for (index, e) in preconditions.iter().enumerate() {
+    for (e, indices) in by_event(preconditions) {
         e.state().subscribe(Arc::new(Pre {
             state: state.clone(),
-            index,
+            indices,
         }));
     }
     let first = preconditions.len();

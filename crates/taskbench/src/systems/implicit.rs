@@ -120,15 +120,40 @@ type Inputs = SmallVec<[Read<Point>; 4]>;
 #[repr(align(128))]
 struct Table {
     ctx: Constant<Ctx>,
-    /// Per graph, per row, per point.
-    regions: Vec<[Vec<Region<Point>>; 2]>,
-    /// Per graph, the worker of each point (block distribution).
-    owners: Vec<Vec<usize>>,
+    graphs: Vec<GraphTable>,
     /// Points run at their block owners (as a compiled subgraph needs), else anywhere.
     pinned: bool,
-    /// Per graph, per `shape × 2 + row`, each point's inputs, built at their first use (see
+}
+
+/// One graph's part of the [`Table`].
+struct GraphTable {
+    /// Per row, per point.
+    regions: [Vec<Region<Point>>; 2],
+    /// The worker of each point (block distribution).
+    owners: Vec<usize>,
+    /// Each timestep's shape ([`Plan::shape_id`]).
+    shape_of: Vec<u32>,
+    /// Per shape, this rank's points of a timestep of that shape.
+    local: Vec<Local>,
+    /// Per `shape × 2 + row`, each point's inputs, built at their first use (see
     /// [`CACHED_SHAPES`]).
-    inputs: Vec<Vec<OnceLock<Vec<Inputs>>>>,
+    inputs: Vec<OnceLock<Vec<Inputs>>>,
+}
+
+/// This rank's points of a timestep: `len` of them from `first`, which is the `skip`-th point
+/// of the timestep.
+#[derive(Clone, Copy, Default)]
+struct Local {
+    first: i64,
+    len: u32,
+    skip: u32,
+}
+
+impl GraphTable {
+    /// The shape of timestep `t`; `None` past the graph's last timestep.
+    fn shape(&self, t: i64) -> Option<u32> {
+        self.shape_of.get(t as usize).copied()
+    }
 }
 
 /// Graphs with at most this many timestep shapes keep each shape's input lists (per row
@@ -137,133 +162,101 @@ struct Table {
 /// a quarter of a point's time on the worker when the worker does.
 const CACHED_SHAPES: usize = 64;
 
-/// No cached input list (a graph of many shapes).
-const UNCACHED: u32 = u32::MAX;
-
 /// One timestep's index launch: its points are this rank's points of every graph at `t`,
-/// graph by graph, ascending.
+/// graph by graph, ascending. Two words: what the issuing thread writes per timestep is
+/// what the workers read from its cache (a padded `Step` of 4 more lines cost 52 ns a
+/// timestep on 4 × nearest).
 struct Step {
     table: Arc<Table>,
     t: i64,
-    /// Per graph, its points among the launch's (found once by the issuing thread: a
-    /// point's graph is then a few compares where it runs).
-    spans: SmallVec<[Span; 4]>,
-}
-
-/// One graph's points in a timestep's index launch.
-#[derive(Clone, Copy)]
-struct Span {
-    /// The end of its points among the launch's.
-    end: u32,
-    /// Where its input lists are cached ([`UNCACHED`]: not).
-    cache: u32,
-    /// Its first point, and that point's position in the timestep (in the cached lists).
-    first: i64,
-    skip: u32,
 }
 
 impl Step {
-    fn new(table: &Arc<Table>, t: i64) -> Step {
-        let ctx = &*table.ctx;
-        let mut end = 0u32;
-        let spans = ctx
-            .plans
-            .iter()
-            .enumerate()
-            .map(|(gi, plan)| {
-                let r = local(ctx, gi, plan, t);
-                end += u32::try_from(r.end - r.start).expect("fewer than 2^32 points");
-                let cache = plan
-                    .shape_id(t)
-                    .map(|s| s as usize * 2 + (t % 2) as usize)
-                    .filter(|&c| c < table.inputs[gi].len())
-                    .map_or(UNCACHED, |c| c as u32);
-                Span {
-                    end,
-                    cache,
-                    first: r.start,
-                    skip: u32::try_from(r.start - plan.offset(t)).unwrap_or(0),
-                }
-            })
-            .collect();
-        Step {
-            table: table.clone(),
-            t,
-            spans,
-        }
-    }
-
-    /// The graph of the launch's `i`-th point, and its rank among that graph's points.
-    fn locate(&self, i: u32) -> (usize, u32) {
-        let mut begin = 0;
-        for (gi, s) in self.spans.iter().enumerate() {
-            if i < s.end {
-                return (gi, i - begin);
+    /// The graph of the launch's `i`-th point, its rank among that graph's points, and the
+    /// timestep's shape in that graph.
+    fn locate(&self, mut i: u32) -> (usize, u32, u32) {
+        for (gi, g) in self.table.graphs.iter().enumerate() {
+            let Some(s) = g.shape(self.t) else {
+                continue;
+            };
+            let len = g.local[s as usize].len;
+            if i < len {
+                return (gi, i, s);
             }
-            begin = s.end;
+            i -= len;
         }
-        unreachable!("point {i} past the timestep's points")
+        unreachable!("a point past the timestep's points")
     }
 
     /// The graph and point of the launch's `i`-th point.
     fn point(&self, i: u32) -> (usize, i64) {
-        let (gi, j) = self.locate(i);
-        (gi, self.spans[gi].first + i64::from(j))
+        let (gi, j, s) = self.locate(i);
+        (
+            gi,
+            self.table.graphs[gi].local[s as usize].first + i64::from(j),
+        )
     }
 
     /// How many points the timestep has on this rank.
     fn points(&self) -> u32 {
-        self.spans.last().map_or(0, |s| s.end)
+        self.table
+            .graphs
+            .iter()
+            .filter_map(|g| Some(g.local[g.shape(self.t)? as usize].len))
+            .sum()
     }
 }
 
-/// The points of graph `gi` at `t` that this rank computes (none past its last timestep).
-fn local(ctx: &Ctx, gi: usize, plan: &Plan, t: i64) -> std::ops::Range<i64> {
-    if t >= plan.graph().timesteps {
-        return 0..0;
-    }
+/// The points of graph `gi` at `t` that this rank computes.
+fn local(ctx: &Ctx, gi: usize, plan: &Plan, t: i64) -> Local {
+    let (offset, width) = (plan.offset(t), plan.width(t));
     let r = match &ctx.ranks {
         Some((_, cuts)) => cuts[gi].local(plan, t),
-        None => plan.offset(t)..plan.offset(t) + plan.width(t),
+        None => offset..offset + width,
     };
     // A rank whose block lies outside the timestep's points has none (the range is then
     // given as backwards).
-    r.start..r.end.max(r.start)
+    Local {
+        first: r.start,
+        len: u32::try_from((r.end - r.start).max(0)).expect("fewer than 2^32 points"),
+        skip: u32::try_from(r.start - offset).unwrap_or(0),
+    }
 }
 
 /// Where point `i` of a timestep runs and what it declares: a read of each dependency's
 /// output (last timestep's row) and a read-write of its own region in this timestep's row.
 fn project(step: &Step, i: u32) -> (Placement, (Inputs, ReadWrite<Point>)) {
-    let (gi, j) = step.locate(i);
-    let span = step.spans[gi];
-    let p = span.first + i64::from(j);
+    let (gi, j, shape) = step.locate(i);
     let table = &*step.table;
+    let g = &table.graphs[gi];
+    let at = g.local[shape as usize];
+    let p = at.first + i64::from(j);
     let t = step.t;
     let (row, prev) = ((t % 2) as usize, ((t + 1) % 2) as usize);
-    let regions = &table.regions[gi];
     let build = |p: i64| -> Inputs {
         table.ctx.plans[gi]
             .deps(t, p)
             .iter()
-            .map(|&d| read(&regions[prev][d as usize]))
+            .map(|&d| read(&g.regions[prev][d as usize]))
             .collect()
     };
-    let inputs = if span.cache == UNCACHED {
-        build(p)
-    } else {
-        let lists = table.inputs[gi][span.cache as usize].get_or_init(|| {
-            let plan = &table.ctx.plans[gi];
-            let off = plan.offset(t);
-            (off..off + plan.width(t)).map(build).collect()
-        });
-        Inputs::from_slice(&lists[(span.skip + j) as usize])
+    let inputs = match g.inputs.get(shape as usize * 2 + row) {
+        None => build(p),
+        Some(cache) => {
+            let lists = cache.get_or_init(|| {
+                let plan = &table.ctx.plans[gi];
+                let off = plan.offset(t);
+                (off..off + plan.width(t)).map(build).collect()
+            });
+            Inputs::from_slice(&lists[(at.skip + j) as usize])
+        }
     };
     let place = if table.pinned {
-        Placement::Worker(table.owners[gi][p as usize])
+        Placement::Worker(g.owners[p as usize])
     } else {
         Placement::Any
     };
-    (place, (inputs, read_write(&regions[row][p as usize])))
+    (place, (inputs, read_write(&g.regions[row][p as usize])))
 }
 
 /// Point `i` of a timestep: the kernel on its inputs, validating each.
@@ -304,8 +297,7 @@ impl State {
         let traced = style == Style::Traced;
         let mut program = Program::new(handle);
         program.auto_trace(style == Style::Auto);
-        let mut regions = Vec::new();
-        let mut owners = Vec::new();
+        let mut graphs = Vec::new();
         for (gi, plan) in ctx.plans.iter().enumerate() {
             let g = plan.graph();
             let mut row = || -> Vec<Region<Point>> {
@@ -318,11 +310,31 @@ impl State {
                     })
                     .collect()
             };
-            regions.push([row(), row()]);
-            owners.push(match &ctx.ranks {
+            let regions = [row(), row()];
+            let owners = match &ctx.ranks {
                 // The local worker of each of this rank's points (others are not launched).
                 Some((_, cuts)) => (0..g.max_width).map(|p| cuts[gi].worker(p)).collect(),
                 None => super::block_owners(handle.workers(), g.max_width),
+            };
+            let shape_of: Vec<u32> = (0..g.timesteps)
+                .map(|t| plan.shape_id(t).expect("a timestep of the graph"))
+                .collect();
+            // A shape fixes the timestep's points, so one timestep of each gives its part.
+            let mut locals = vec![None; plan.shapes()];
+            for (t, &sh) in shape_of.iter().enumerate() {
+                locals[sh as usize].get_or_insert_with(|| local(&ctx, gi, plan, t as i64));
+            }
+            let cached = if plan.shapes() <= CACHED_SHAPES {
+                plan.shapes() * 2
+            } else {
+                0
+            };
+            graphs.push(GraphTable {
+                regions,
+                owners,
+                shape_of,
+                local: locals.into_iter().map(Option::unwrap_or_default).collect(),
+                inputs: (0..cached).map(|_| OnceLock::new()).collect(),
             });
         }
         let plans: Vec<&Plan> = ctx.plans.iter().collect();
@@ -352,24 +364,10 @@ impl State {
                 chunks.push((t0, len, id));
             }
         }
-        let inputs = ctx
-            .plans
-            .iter()
-            .map(|plan| {
-                let cached = if plan.shapes() <= CACHED_SHAPES {
-                    plan.shapes() * 2
-                } else {
-                    0
-                };
-                (0..cached).map(|_| OnceLock::new()).collect()
-            })
-            .collect();
         let table = Table {
             ctx: program.constant(ctx),
-            regions,
-            owners,
+            graphs,
             pinned: style != Style::Plain,
-            inputs,
         };
         State {
             table: Arc::new(table),
@@ -382,14 +380,17 @@ impl State {
     /// Launches timestep `t` of every graph: one index launch for this rank's points of all
     /// graphs (on ranks, then each graph's sends and receives).
     fn timestep(&mut self, t: i64) {
-        let step = Step::new(&self.table, t);
+        let step = Step {
+            table: self.table.clone(),
+            t,
+        };
         let points = step.points();
         self.program.index_launch(points, step, project, run_point);
         let table = &*self.table;
         if table.ctx.ranks.is_some() {
-            for (gi, regions) in table.regions.iter().enumerate() {
-                if t < table.ctx.plans[gi].graph().timesteps {
-                    edges(&mut self.program, regions, &table.ctx, gi, t);
+            for (gi, g) in table.graphs.iter().enumerate() {
+                if g.shape(t).is_some() {
+                    edges(&mut self.program, &g.regions, &table.ctx, gi, t);
                 }
             }
         }
