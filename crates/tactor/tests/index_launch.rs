@@ -7,8 +7,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
-use tactor::implicit::{read, read_write, Program, Read, ReadWrite, Region, TraceError};
+use tactor::implicit::{read, read_write, Constant, Program, Read, ReadWrite, Region, TraceError};
 use tactor::{Placement, Runtime};
 
 /// Point `i` of one index launch: reads `inputs`, read-writes `target`.
@@ -63,30 +62,25 @@ fn random_launch(rng: &mut StdRng, regions: usize, workers: usize) -> Vec<Point>
         .collect()
 }
 
-/// What an index launch's projection and task reach.
-struct Launch {
-    id: u64,
-    points: Vec<Point>,
-    regions: Arc<Vec<Region<u64>>>,
+/// What every index launch of a program reaches: the fragment's launches and the regions.
+struct Fragment {
+    launches: Vec<Vec<Point>>,
+    regions: Vec<Region<u64>>,
 }
 
 type Accesses = (Vec<Read<u64>>, ReadWrite<u64>);
 
-fn project(l: &Launch, i: u32) -> (Placement, Accesses) {
-    let p = &l.points[i as usize];
-    let inputs = p.inputs.iter().map(|&r| read(&l.regions[r])).collect();
-    (p.placement, (inputs, read_write(&l.regions[p.target])))
+fn project(f: &Fragment, launch: usize, i: u32) -> (Placement, Accesses) {
+    let p = &f.launches[launch][i as usize];
+    let inputs = p.inputs.iter().map(|&r| read(&f.regions[r])).collect();
+    (p.placement, (inputs, read_write(&f.regions[p.target])))
 }
 
-fn issue(p: &mut Program, regions: &Arc<Vec<Region<u64>>>, id: u64, points: &[Point]) {
-    let launch = Launch {
-        id,
-        points: points.to_vec(),
-        regions: regions.clone(),
-    };
-    let n = points.len() as u32;
-    p.index_launch(n, launch, project, |l: &Launch, i, (inputs, target)| {
-        *target = apply(l.id, i, inputs.iter().copied(), *target);
+/// Launch `j` of the fragment (its id is `j`).
+fn issue(p: &mut Program, fragment: &Constant<Fragment>, j: usize) {
+    let n = fragment.launches[j].len() as u32;
+    p.index_launch(n, fragment, j, project, |_, j, i, (inputs, target)| {
+        *target = apply(j as u64, i, inputs.iter().copied(), *target);
     });
 }
 
@@ -130,12 +124,15 @@ fn index_launches_equal_their_sequential_execution_analysed_traced_and_auto() {
         for style in ["analysed", "traced", "auto"] {
             let mut p = Program::new(&rt);
             p.auto_trace(style == "auto");
-            let regions: Arc<Vec<Region<u64>>> =
-                Arc::new(init.iter().map(|&v| p.region(v)).collect());
+            let regions: Vec<Region<u64>> = init.iter().map(|&v| p.region(v)).collect();
+            let shared = p.constant(Fragment {
+                launches: fragment.clone(),
+                regions: regions.clone(),
+            });
             for _ in 0..repeats {
                 let body = |p: &mut Program| {
-                    for (j, l) in fragment.iter().enumerate() {
-                        issue(p, &regions, j as u64, l);
+                    for j in 0..fragment.len() {
+                        issue(p, &shared, j);
                     }
                 };
                 if style == "traced" {
@@ -159,7 +156,7 @@ struct Swappable {
     regions: [Region<u64>; 4],
 }
 
-fn swappable(s: &Arc<Swappable>, i: u32) -> (Placement, (Read<u64>, ReadWrite<u64>)) {
+fn swappable(s: &Swappable, _: (), i: u32) -> (Placement, (Read<u64>, ReadWrite<u64>)) {
     let r = &s.regions;
     let input = if i == 1 && s.swap.load(Relaxed) {
         &r[1]
@@ -177,13 +174,14 @@ fn swappable(s: &Arc<Swappable>, i: u32) -> (Placement, (Read<u64>, ReadWrite<u6
 fn a_replayed_point_that_projects_differently_does_not_run_and_poisons_its_readers() {
     let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
     let mut p = Program::new(&rt);
-    let s = Arc::new(Swappable {
+    let regions = [p.region(0), p.region(1), p.region(2), p.region(0)];
+    let s = p.constant(Swappable {
         swap: AtomicBool::new(false),
-        regions: [p.region(0), p.region(1), p.region(2), p.region(0)],
+        regions,
     });
     let r = &s.regions;
     let body = |p: &mut Program, points: u32| {
-        p.index_launch(points, s.clone(), swappable, |_, _, (input, target)| {
+        p.index_launch(points, &s, (), swappable, |_, _, _, (input, target)| {
             *target += *input
         });
     };
@@ -220,5 +218,22 @@ fn a_replayed_point_that_projects_differently_does_not_run_and_poisons_its_reade
             && err.contains("read region 1")
             && err.contains("that point did not run"),
         "{err}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "belongs to another program")]
+fn an_index_launch_over_another_programs_constant_is_refused() {
+    // The constant's storage lives as long as its own program's tasks, not this one's.
+    let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+    let mut other = Program::new(&rt);
+    let foreign = other.constant(5u64);
+    let mut p = Program::new(&rt);
+    p.index_launch(
+        1,
+        &foreign,
+        (),
+        |_, _, _| (Placement::Any, ()),
+        |_, _, _, ()| {},
     );
 }

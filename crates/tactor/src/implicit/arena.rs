@@ -28,7 +28,9 @@ struct Unit([u8; 16]);
 struct Entry {
     at: usize,
     call: unsafe fn(*mut u8, u32),
-    drop: unsafe fn(*mut u8),
+    /// `None` for closures without drop glue (an index launch's usually: nothing to call
+    /// for each of a replay's entries when the arena goes).
+    drop: Option<unsafe fn(*mut u8)>,
 }
 
 /// Where launch `k` of a fragment is in a replay's arena: its entry, and its point in that
@@ -252,7 +254,7 @@ impl Arena {
         self.entries.push(Entry {
             at,
             call,
-            drop: drop_at::<F>,
+            drop: std::mem::needs_drop::<F>().then_some(drop_at::<F> as unsafe fn(*mut u8)),
         });
     }
 
@@ -321,13 +323,16 @@ impl Arena {
 impl Drop for Arena {
     fn drop(&mut self) {
         for (k, e) in self.entries.iter().enumerate() {
+            let Some(drop) = e.drop else {
+                continue;
+            };
             let taken = self.taken.get(self.flag(k)).is_some_and(|t| {
                 // SAFETY: `&mut self` excludes any `run`, the flag's only writer.
                 unsafe { *t.get() }
             });
             if !taken {
                 // SAFETY: not taken, so the closure is live; `&mut self` excludes any `run`.
-                unsafe { (e.drop)(self.units.as_mut_ptr().add(e.at).cast::<u8>()) };
+                unsafe { drop(self.units.as_mut_ptr().add(e.at).cast::<u8>()) };
             }
         }
         if let Some(pool) = self.pool.take() {

@@ -9,6 +9,7 @@
 //! poisons what depends on it, with the difference as the error. A replay stays exactly
 //! what the recording analysed, or fails: never a silent wrong answer.
 
+use super::region::{Cell, Constant};
 use super::trace::{Index, TaskKind, Typed};
 use super::{check, declared_job, Access, Declared, Program};
 use crate::runtime::Placement;
@@ -34,11 +35,45 @@ impl Recording {
     }
 }
 
+/// A program constant as an index launch's points reach it: uncounted, like an access (the
+/// issuing thread would otherwise count a reference per launch, and a worker uncount it).
+struct Shared<S>(NonNull<Cell<S>>);
+
+// SAFETY: the program that owns the constant keeps its cell alive until every task it
+// launched has finished (`Program` holds an `Arc` of every cell, waits for its tasks on drop
+// or hands the cells to the runtime), and nothing writes a constant; `S: Send + Sync`.
+unsafe impl<S: Send + Sync> Send for Shared<S> {}
+// SAFETY: as for `Send`: only `&S` is ever given out.
+unsafe impl<S: Send + Sync> Sync for Shared<S> {}
+
+impl<S> Clone for Shared<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Shared<S> {}
+
+impl<S> Shared<S> {
+    fn of(c: &Constant<S>) -> Shared<S> {
+        Shared(NonNull::from(&*c.0.cell))
+    }
+
+    /// # Safety
+    /// Called by a task of the program that owns the constant (see `Send`).
+    unsafe fn get(&self) -> &S {
+        // SAFETY: alive (this function's contract) and never written.
+        unsafe { &*self.0.as_ref().value.get() }
+    }
+}
+
 impl Program {
-    /// Launches `points` tasks at once: point `i` runs `task(&shared, i, refs)` at the
-    /// placement and with the accesses `project(&shared, i)` gives, as if each point were
-    /// launched by [`Program::launch`] in order. The points of one index launch should not
-    /// conflict with each other (if they do, they are ordered like separate launches).
+    /// Launches `points` tasks at once: point `i` runs `task(&shared, arg, i, refs)` at the
+    /// placement and with the accesses `project(&shared, arg, i)` gives, as if each point
+    /// were launched by [`Program::launch`] in order. `shared` is a constant of this program
+    /// (what every launch reaches, passed uncounted); `arg` is this launch's own small value
+    /// (a timestep, say). The points of one index launch should not conflict with each other
+    /// (if they do, they are ordered like separate launches).
     ///
     /// Inside a trace this is what makes a replay cheap: a replayed index launch costs the
     /// issuing thread about one launch however many points it has, and each point's
@@ -49,39 +84,49 @@ impl Program {
     /// points is an ordinary mismatch ([`Program::end_trace`] reports it, nothing ran).
     ///
     /// ```
-    /// use std::sync::Arc;
     /// use tactor::implicit::{read_write, Program, Region};
     /// use tactor::{Placement, Runtime};
     ///
     /// let rt = Runtime::new(2).unwrap();
     /// let mut p = Program::new(&rt);
-    /// let cells: Arc<Vec<Region<u64>>> = Arc::new((0..4).map(|i| p.region(i)).collect());
-    /// for _ in 0..3 {
+    /// let cells: Vec<Region<u64>> = (0..4).map(|i| p.region(i)).collect();
+    /// let shared = p.constant(cells.clone());
+    /// for step in 1..=3u64 {
     ///     p.trace(7, |p| {
     ///         p.index_launch(
     ///             4,
-    ///             cells.clone(),
-    ///             |c: &Arc<Vec<Region<u64>>>, i| {
+    ///             &shared,
+    ///             step,
+    ///             |c: &Vec<Region<u64>>, _, i| {
     ///                 (Placement::Worker(i as usize % 2), read_write(&c[i as usize]))
     ///             },
-    ///             |_, _, v| *v += 10,
+    ///             |_, step, _, v| *v += 10 * step,
     ///         );
     ///     })
     ///     .unwrap();
     /// }
-    /// assert_eq!(p.with(&cells[3], |v| *v).unwrap(), 33);
+    /// assert_eq!(p.with(&cells[3], |v| *v).unwrap(), 63);
     /// ```
     ///
     /// # Panics
-    /// As [`Program::launch`], for any point.
+    /// As [`Program::launch`], for any point; if `shared` is another program's constant.
     #[track_caller]
-    pub fn index_launch<S, A, P, F>(&mut self, points: u32, shared: S, project: P, task: F)
-    where
+    pub fn index_launch<S, X, A, P, F>(
+        &mut self,
+        points: u32,
+        shared: &Constant<S>,
+        arg: X,
+        project: P,
+        task: F,
+    ) where
         S: Send + Sync + 'static,
+        X: Copy + Send + Sync + 'static,
         A: Access,
-        P: Fn(&S, u32) -> (Placement, A) + Send + Sync + 'static,
-        F: for<'a> Fn(&S, u32, A::Ref<'a>) + Send + Sync + 'static,
+        P: Fn(&S, X, u32) -> (Placement, A) + Send + Sync + 'static,
+        F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
     {
+        self.check_own(&shared.0);
+        let env = Shared::of(shared);
         let manual = self.manual_trace_open();
         if manual {
             if let Some((arena, typed, first)) =
@@ -90,7 +135,9 @@ impl Program {
             {
                 let recording = Recording(NonNull::from(typed));
                 arena.push_shared(move |i: u32| {
-                    let (placement, access) = project(&shared, i);
+                    // SAFETY: this runs as a task of the program that owns the constant.
+                    let s = unsafe { env.get() };
+                    let (placement, access) = project(s, arg, i);
                     // SAFETY: the arena keeps the recording alive while its jobs exist.
                     let typed = unsafe { recording.get() };
                     if let Err(e) = typed.check_point(first + i as usize, placement, &access) {
@@ -100,7 +147,7 @@ impl Program {
                     // just above), which the recording analysed (and checked distinct): this
                     // job runs where that analysis ordered it.
                     let refs = unsafe { access.get() };
-                    task(&shared, i, refs)
+                    task(s, arg, i, refs)
                 });
                 self.launched += u64::from(points);
                 // An index launch is often a whole timestep: let the worker's vertices run
@@ -113,9 +160,10 @@ impl Program {
         }
         let kind = TaskKind::of::<F>();
         let project_kind = TypeId::of::<P>();
-        let both = Arc::new((shared, task));
+        let task = Arc::new(task);
         for i in 0..points {
-            let (placement, access) = project(&both.0, i);
+            // SAFETY: the program that owns the constant is this one (checked above), alive.
+            let (placement, access) = project(unsafe { env.get() }, arg, i);
             if let Placement::Worker(w) = placement {
                 assert!(
                     w < self.workers,
@@ -125,8 +173,11 @@ impl Program {
             }
             self.launched += 1;
             let mut declared = std::mem::take(&mut self.declared);
-            let b = both.clone();
-            let job = declared_job(&mut declared, access, move |refs| (b.1)(&b.0, i, refs));
+            let f = task.clone();
+            let job = declared_job(&mut declared, access, move |refs| {
+                // SAFETY: this runs as a task of the program that owns the constant.
+                f(unsafe { env.get() }, arg, i, refs)
+            });
             if manual {
                 let program = self.id;
                 let check = |d: &[Declared]| check(program, d);

@@ -1,8 +1,9 @@
 //! `implicit`, `traced` and `auto`: the graph written as a sequential program on Tactor's implicit
-//! parallelism. Every point of every timestep is one launch that declares what it touches —
-//! a read of each dependency's output, a read-write of its own output slot — and the
-//! program's dependence analysis derives every edge, the write-after-read ones of buffer
-//! reuse included. Nothing in this file computes an edge.
+//! parallelism. Each timestep is one index launch (Legion's) whose points are the timestep's
+//! points of every graph; each point declares what it touches — a read of each dependency's
+//! output, a read-write of its own output slot — and the program's dependence analysis
+//! derives every edge, the write-after-read ones of buffer reuse included. Nothing in this
+//! file computes an edge.
 //!
 //! Data are regions: per graph, two rows (timestep parity) of one region per point, holding
 //! the point's output and its scratch, as `tasks` keeps them in slots.
@@ -114,10 +115,9 @@ struct Ctx {
 /// A point's inputs: reads of its dependencies' outputs.
 type Inputs = SmallVec<[Read<Point>; 4]>;
 
-/// What the points of every timestep reach: the graphs, the regions and where points run.
-/// Aligned so that its fields do not share a cache line with the `Arc`'s counts: the issuing
-/// thread clones the `Arc` for every timestep, and every point reads the fields.
-#[repr(align(128))]
+/// What the points of every timestep reach: the graphs, the regions and where points run. A
+/// constant of the program, which index launches hand their points uncounted: what the
+/// issuing thread writes for a timestep is then the timestep alone.
 struct Table {
     ctx: Constant<Ctx>,
     graphs: Vec<GraphTable>,
@@ -162,21 +162,13 @@ impl GraphTable {
 /// a quarter of a point's time on the worker when the worker does.
 const CACHED_SHAPES: usize = 64;
 
-/// One timestep's index launch: its points are this rank's points of every graph at `t`,
-/// graph by graph, ascending. Two words: what the issuing thread writes per timestep is
-/// what the workers read from its cache (a padded `Step` of 4 more lines cost 52 ns a
-/// timestep on 4 × nearest).
-struct Step {
-    table: Arc<Table>,
-    t: i64,
-}
-
-impl Step {
-    /// The graph of the launch's `i`-th point, its rank among that graph's points, and the
+impl Table {
+    /// The graph of the `i`-th point of timestep `t`'s index launch (this rank's points of
+    /// every graph, graph by graph, ascending), its rank among that graph's points, and the
     /// timestep's shape in that graph.
-    fn locate(&self, mut i: u32) -> (usize, u32, u32) {
-        for (gi, g) in self.table.graphs.iter().enumerate() {
-            let Some(s) = g.shape(self.t) else {
+    fn locate(&self, t: i64, mut i: u32) -> (usize, u32, u32) {
+        for (gi, g) in self.graphs.iter().enumerate() {
+            let Some(s) = g.shape(t) else {
                 continue;
             };
             let len = g.local[s as usize].len;
@@ -188,21 +180,17 @@ impl Step {
         unreachable!("a point past the timestep's points")
     }
 
-    /// The graph and point of the launch's `i`-th point.
-    fn point(&self, i: u32) -> (usize, i64) {
-        let (gi, j, s) = self.locate(i);
-        (
-            gi,
-            self.table.graphs[gi].local[s as usize].first + i64::from(j),
-        )
+    /// The graph and point of the `i`-th point of timestep `t`.
+    fn point(&self, t: i64, i: u32) -> (usize, i64) {
+        let (gi, j, s) = self.locate(t, i);
+        (gi, self.graphs[gi].local[s as usize].first + i64::from(j))
     }
 
-    /// How many points the timestep has on this rank.
-    fn points(&self) -> u32 {
-        self.table
-            .graphs
+    /// How many points timestep `t` has on this rank.
+    fn points(&self, t: i64) -> u32 {
+        self.graphs
             .iter()
-            .filter_map(|g| Some(g.local[g.shape(self.t)? as usize].len))
+            .filter_map(|g| Some(g.local[g.shape(t)? as usize].len))
             .sum()
     }
 }
@@ -225,13 +213,11 @@ fn local(ctx: &Ctx, gi: usize, plan: &Plan, t: i64) -> Local {
 
 /// Where point `i` of a timestep runs and what it declares: a read of each dependency's
 /// output (last timestep's row) and a read-write of its own region in this timestep's row.
-fn project(step: &Step, i: u32) -> (Placement, (Inputs, ReadWrite<Point>)) {
-    let (gi, j, shape) = step.locate(i);
-    let table = &*step.table;
+fn project(table: &Table, t: i64, i: u32) -> (Placement, (Inputs, ReadWrite<Point>)) {
+    let (gi, j, shape) = table.locate(t, i);
     let g = &table.graphs[gi];
     let at = g.local[shape as usize];
     let p = at.first + i64::from(j);
-    let t = step.t;
     let (row, prev) = ((t % 2) as usize, ((t + 1) % 2) as usize);
     let build = |p: i64| -> Inputs {
         table.ctx.plans[gi]
@@ -260,18 +246,18 @@ fn project(step: &Step, i: u32) -> (Placement, (Inputs, ReadWrite<Point>)) {
 }
 
 /// Point `i` of a timestep: the kernel on its inputs, validating each.
-fn run_point(step: &Step, i: u32, (inputs, me): (Reads<'_, Point>, &mut Point)) {
-    let ctx = &*step.table.ctx;
+fn run_point(table: &Table, t: i64, i: u32, (inputs, me): (Reads<'_, Point>, &mut Point)) {
+    let ctx = &*table.ctx;
     if ctx.error.failed() {
         return;
     }
-    let (gi, p) = step.point(i);
+    let (gi, p) = table.point(t, i);
     let output = me.output.as_mut_slice();
     let scratch = me.scratch.as_mut_slice();
     tactor::hint::claim(output);
     let r = run_inputs(
         &ctx.plans[gi],
-        step.t,
+        t,
         p,
         output,
         scratch,
@@ -286,7 +272,7 @@ fn run_point(step: &Step, i: u32, (inputs, me): (Reads<'_, Point>, &mut Point)) 
 /// The program and its data.
 struct State {
     program: Program,
-    table: Arc<Table>,
+    table: Constant<Table>,
     /// `traced`: the chunks, and the trace id of each.
     chunks: Vec<(i64, i64, u64)>,
     steps: i64,
@@ -370,7 +356,7 @@ impl State {
             pinned: style != Style::Plain,
         };
         State {
-            table: Arc::new(table),
+            table: program.constant(table),
             program,
             chunks,
             steps,
@@ -380,12 +366,9 @@ impl State {
     /// Launches timestep `t` of every graph: one index launch for this rank's points of all
     /// graphs (on ranks, then each graph's sends and receives).
     fn timestep(&mut self, t: i64) {
-        let step = Step {
-            table: self.table.clone(),
-            t,
-        };
-        let points = step.points();
-        self.program.index_launch(points, step, project, run_point);
+        let points = self.table.points(t);
+        self.program
+            .index_launch(points, &self.table, t, project, run_point);
         let table = &*self.table;
         if table.ctx.ranks.is_some() {
             for (gi, g) in table.graphs.iter().enumerate() {
@@ -490,6 +473,15 @@ fn behind(fences: &mut Fences, issued: u64) -> Option<Event> {
     (fences.len() >= AHEAD && *at <= issued).then(|| oldest.clone())
 }
 
+/// Where the driver runs: always on one worker (the last). Placed anywhere, each relaunch
+/// went to whichever worker took it, and the issuing moved between cores with the arena
+/// lines it writes: `traced`, stencil_1d width 2 at `-iter 16`, 11 alternated runs, median
+/// 313 µs (bimodal, 194–483) against 193 µs (180–214) pinned to worker 1 and 195 pinned to
+/// worker 0 (`compiled` 162); `implicit` 918 against 849, `auto` 607 against 577.
+fn driver_place(handle: &Handle) -> Placement {
+    Placement::Worker(handle.workers().saturating_sub(1))
+}
+
 /// Issues the program from `at` on. `implicit` and `auto` issue `CHUNK` timesteps per driver
 /// task, and relaunch the driver behind the fence of the batch before last. `traced` issues
 /// chunk after chunk in one task, relaxing (its worker runs its share of the instances in
@@ -562,7 +554,7 @@ fn drive(
             continue;
         }
         let h = handle.clone();
-        handle.launch(Placement::Any, older.as_slice(), move || {
+        handle.launch(driver_place(&handle), older.as_slice(), move || {
             drive(h, st, next, style, fences, done)
         });
         return;
@@ -640,7 +632,7 @@ impl System for Implicit {
             } else {
                 let start = Fences::new();
                 let at = Cursor { t: 0, chunk: 0 };
-                rt.launch(Placement::Any, &[], move || {
+                rt.launch(driver_place(&h), &[], move || {
                     drive(h, st, at, style, start, tx)
                 });
             }
