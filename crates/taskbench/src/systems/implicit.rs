@@ -102,6 +102,9 @@ const TRACED_SLICE: i64 = i64::MAX / 2;
 struct Point {
     output: LineBuf,
     scratch: LineBuf,
+    /// Its graph and point: the task that runs it need not find them from its index.
+    graph: usize,
+    point: i64,
 }
 
 /// What every task reaches.
@@ -180,12 +183,6 @@ impl Table {
         unreachable!("a point past the timestep's points")
     }
 
-    /// The graph and point of the `i`-th point of timestep `t`.
-    fn point(&self, t: i64, i: u32) -> (usize, i64) {
-        let (gi, j, s) = self.locate(t, i);
-        (gi, self.graphs[gi].local[s as usize].first + i64::from(j))
-    }
-
     /// How many points timestep `t` has on this rank.
     fn points(&self, t: i64) -> u32 {
         self.graphs
@@ -246,12 +243,12 @@ fn project(table: &Table, t: i64, i: u32) -> (Placement, (Inputs, ReadWrite<Poin
 }
 
 /// Point `i` of a timestep: the kernel on its inputs, validating each.
-fn run_point(table: &Table, t: i64, i: u32, (inputs, me): (Reads<'_, Point>, &mut Point)) {
+fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mut Point)) {
     let ctx = &*table.ctx;
     if ctx.error.failed() {
         return;
     }
-    let (gi, p) = table.point(t, i);
+    let (gi, p) = (me.graph, me.point);
     let output = me.output.as_mut_slice();
     let scratch = me.scratch.as_mut_slice();
     tactor::hint::claim(output);
@@ -288,10 +285,12 @@ impl State {
             let g = plan.graph();
             let mut row = || -> Vec<Region<Point>> {
                 (0..g.max_width)
-                    .map(|_| {
+                    .map(|point| {
                         program.region(Point {
                             output: LineBuf::from(&vec![0; g.output_bytes_per_task]),
                             scratch: LineBuf::from(&new_scratch(g.scratch_bytes_per_task)),
+                            graph: gi,
+                            point,
                         })
                     })
                     .collect()
