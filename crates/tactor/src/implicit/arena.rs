@@ -355,16 +355,19 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
+    /// Counts its drops.
+    struct Count(Arc<AtomicUsize>);
+
+    impl Drop for Count {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
     #[test]
     fn every_closure_runs_once_or_is_dropped_once() {
         let runs = Arc::new(AtomicUsize::new(0));
         let drops = Arc::new(AtomicUsize::new(0));
-        struct Count(Arc<AtomicUsize>);
-        impl Drop for Count {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
         let mut a = Arena::default();
         for i in 0..50usize {
             let (r, d) = (runs.clone(), Count(drops.clone()));
@@ -409,12 +412,6 @@ mod tests {
     fn shared_entries_run_per_point_and_are_dropped_once() {
         let sum = Arc::new(AtomicUsize::new(0));
         let drops = Arc::new(AtomicUsize::new(0));
-        struct Count(Arc<AtomicUsize>);
-        impl Drop for Count {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
         let mut a = Arena::default();
         // Launches: 0 once, 1..=3 points 0..3 of a shared entry, 4 once, 5 an over-aligned
         // shared entry of one point.
@@ -471,12 +468,6 @@ mod tests {
     fn pooled_buffers_are_reused_and_hold_nothing_of_the_last_arena() {
         let pool = Arc::new(Pool::default());
         let drops = Arc::new(AtomicUsize::new(0));
-        struct Count(Arc<AtomicUsize>);
-        impl Drop for Count {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
         let slots = slots_for(&[0, 1, 0]);
         let mut first = Arena::sized_like(64, 3, slots.clone(), pool.clone(), Arc::new(()), None);
         for _ in 0..3 {

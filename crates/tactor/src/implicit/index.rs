@@ -164,13 +164,7 @@ impl Program {
         for i in 0..points {
             // SAFETY: the program that owns the constant is this one (checked above), alive.
             let (placement, access) = project(unsafe { env.get() }, arg, i);
-            if let Placement::Worker(w) = placement {
-                assert!(
-                    w < self.workers,
-                    "launch placed on worker {w}, but the runtime has {} workers",
-                    self.workers
-                );
-            }
+            self.check_placement(placement);
             self.launched += 1;
             let mut declared = std::mem::take(&mut self.declared);
             let f = task.clone();

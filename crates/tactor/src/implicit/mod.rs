@@ -208,13 +208,7 @@ impl Program {
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
-        if let Placement::Worker(w) = placement {
-            assert!(
-                w < self.workers,
-                "launch placed on worker {w}, but the runtime has {} workers",
-                self.workers
-            );
-        }
+        self.check_placement(placement);
         self.launched += 1;
         let manual = self.manual_trace_open();
         if manual {
@@ -691,6 +685,18 @@ impl Program {
         let n = self.loose.len();
         if n >= PRUNE_FROM && n.is_power_of_two() {
             self.loose.retain(|e| !e.has_triggered());
+        }
+    }
+
+    /// Refuses a placement on a worker the runtime does not have.
+    #[track_caller]
+    fn check_placement(&self, placement: Placement) {
+        if let Placement::Worker(w) = placement {
+            assert!(
+                w < self.workers,
+                "launch placed on worker {w}, but the runtime has {} workers",
+                self.workers
+            );
         }
     }
 

@@ -88,21 +88,24 @@ impl fmt::Display for TraceError {
                 launch,
                 recorded,
                 got,
-            } => write!(
-                f,
-                "trace {id}: launch {launch} differs from the recording: recorded {recorded}, \
-                 got {got}; the fragment did not run"
-            ),
-            TraceError::PointMismatch {
+            }
+            | TraceError::PointMismatch {
                 id,
                 launch,
                 recorded,
                 got,
-            } => write!(
-                f,
-                "trace {id}: launch {launch} differs from the recording: recorded {recorded}, \
-                 got {got}; that point did not run, and what depends on it is poisoned"
-            ),
+            } => {
+                let outcome = if matches!(self, TraceError::Mismatch { .. }) {
+                    "the fragment did not run"
+                } else {
+                    "that point did not run, and what depends on it is poisoned"
+                };
+                write!(
+                    f,
+                    "trace {id}: launch {launch} differs from the recording: recorded \
+                     {recorded}, got {got}; {outcome}"
+                )
+            }
             TraceError::Shorter { id, recorded, got } => write!(
                 f,
                 "trace {id}: {got} launches, but the recording has {recorded}; the fragment did \
@@ -427,23 +430,14 @@ impl Traces {
         outside: bool,
         fits: impl FnOnce(&[Declared]) -> bool,
     ) -> Option<(&mut Arena, &Typed, usize)> {
-        let Some((_, Mode::Replaying(r))) = &mut self.open else {
-            return None;
-        };
-        let rec = &*r.recorded.typed;
-        let k = r.launches;
-        let s = rec.steps.get(k)?;
-        let ok = r.error.is_none()
-            && s.kind == kind
-            && s.placement == placement
-            && s.outside == outside
-            && s.index.is_none();
-        let accesses = &rec.accesses[s.accesses.0 as usize..s.accesses.1 as usize];
-        if !(ok && fits(accesses)) {
-            return None;
-        }
-        r.launches += 1;
-        Some((&mut r.jobs, rec, k))
+        self.take_next(|rec, s| {
+            let accesses = &rec.accesses[s.accesses.0 as usize..s.accesses.1 as usize];
+            let ok = s.kind == kind
+                && s.placement == placement
+                && s.outside == outside
+                && s.index.is_none();
+            (ok && fits(accesses)).then_some(1)
+        })
     }
 
     /// The arena of the open replay if an index launch of `points` points of task `kind`
@@ -457,21 +451,31 @@ impl Traces {
         points: u32,
         project: TypeId,
     ) -> Option<(&mut Arena, &Typed, usize)> {
+        let first = Index {
+            point: 0,
+            points,
+            project,
+        };
+        self.take_next(|_, s| (s.kind == kind && s.index == Some(first)).then_some(points as usize))
+    }
+
+    /// The open replay's next launches, if `takes` (given the recording and its next step)
+    /// says how many of them the caller's launch is: its arena, the recording and the first
+    /// launch's number. `None` when no replay is open, it already failed, or `takes` says no.
+    fn take_next(
+        &mut self,
+        takes: impl FnOnce(&Typed, &Step) -> Option<usize>,
+    ) -> Option<(&mut Arena, &Typed, usize)> {
         let Some((_, Mode::Replaying(r))) = &mut self.open else {
             return None;
         };
         let rec = &*r.recorded.typed;
         let k = r.launches;
         let s = rec.steps.get(k)?;
-        let first = Index {
-            point: 0,
-            points,
-            project,
-        };
-        if r.error.is_some() || s.kind != kind || s.index != Some(first) {
+        if r.error.is_some() {
             return None;
         }
-        r.launches += points as usize;
+        r.launches += takes(rec, s)?;
         Some((&mut r.jobs, rec, k))
     }
 
