@@ -237,3 +237,46 @@ fn an_index_launch_over_another_programs_constant_is_refused() {
         |_, _, _, ()| {},
     );
 }
+
+/// A point reading its program's region 0, or once `foreign` is set another program's region
+/// 0: the same index, another program.
+struct Sneaky {
+    foreign: AtomicBool,
+    mine: [Region<u64>; 2],
+    theirs: Region<u64>,
+}
+
+fn sneaky(s: &Sneaky, _: (), _: u32) -> (Placement, (Read<u64>, ReadWrite<u64>)) {
+    let input = if s.foreign.load(Relaxed) {
+        &s.theirs
+    } else {
+        &s.mine[0]
+    };
+    (Placement::Worker(0), (read(input), read_write(&s.mine[1])))
+}
+
+#[test]
+fn a_replayed_point_that_projects_another_programs_region_of_the_same_index_does_not_run() {
+    let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+    let mut other = Program::new(&rt);
+    let theirs = other.region(1000u64);
+    let mut p = Program::new(&rt);
+    let mine = [p.region(1u64), p.region(0u64)];
+    let s = p.constant(Sneaky {
+        foreign: AtomicBool::new(false),
+        mine: mine.clone(),
+        theirs,
+    });
+    let body = |p: &mut Program| {
+        p.index_launch(1, &s, (), sneaky, |_, _, _, (input, target)| {
+            *target += *input
+        });
+    };
+    p.trace(4, body).unwrap();
+    p.trace(4, body).unwrap();
+    assert_eq!(p.with(&mine[1], |v| *v).unwrap(), 2);
+    s.foreign.store(true, Relaxed);
+    p.trace(4, body).unwrap();
+    let err = p.with(&mine[1], |v| *v).unwrap_err().to_string();
+    assert!(err.contains("trace 4: launch 0 differs"), "{err}");
+}
