@@ -1,8 +1,10 @@
 //! What implicit parallelism costs the thread that issues the program, per launch: the
 //! dependence analysis (every launch analysed), recording a trace (the analysis on symbols,
 //! plus compiling the fragment at its end), replaying it (each launch checked against the
-//! recording), and automatic tracing (the same launches without annotations: detection,
-//! then replays). The program is a 1-D stencil over `width` regions in two rows, each task
+//! recording), automatic tracing (the same launches without annotations: detection,
+//! then replays), and replaying the same stencil written as one index launch per timestep
+//! (per point: the issuing thread matches the launch once, each point is checked where it
+//! runs). The program is a 1-D stencil over `width` regions in two rows, each task
 //! reading three neighbours and writing its own region; tasks are empty and run on the
 //! runtime's one worker while this thread issues.
 //!
@@ -14,7 +16,7 @@ use std::time::Instant;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use tactor::implicit::{read, read_write, Program, Read, Region};
+use tactor::implicit::{read, read_write, Constant, Program, Read, ReadWrite, Region};
 use tactor::{Placement, Runtime};
 
 fn step(p: &mut Program, rows: &[Vec<Region<u64>>; 2], t: usize) {
@@ -30,6 +32,30 @@ fn step(p: &mut Program, rows: &[Vec<Region<u64>>; 2], t: usize) {
     }
 }
 
+/// A point's inputs: its neighbours in the last row.
+type Inputs = smallvec::SmallVec<[Read<u64>; 4]>;
+
+/// Point `i` of timestep `t` of the stencil as an index launch.
+fn project(
+    rows: &[Vec<Region<u64>>; 2],
+    t: usize,
+    i: u32,
+) -> (Placement, (Inputs, ReadWrite<u64>)) {
+    let (row, prev) = (&rows[t % 2], &rows[(t + 1) % 2]);
+    let (i, w) = (i as usize, row.len());
+    let inputs = (i.saturating_sub(1)..(i + 2).min(w))
+        .map(|j| read(&prev[j]))
+        .collect();
+    (Placement::Any, (inputs, read_write(&row[i])))
+}
+
+fn index_step(p: &mut Program, rows: &Constant<[Vec<Region<u64>>; 2]>, t: usize) {
+    let w = rows[0].len() as u32;
+    p.index_launch(w, rows, t, project, |_, _, _, (ins, me)| {
+        *me = ins.iter().sum::<u64>() + 1
+    });
+}
+
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -43,7 +69,7 @@ fn main() {
     let launches = (width * steps) as f64;
     let mut rows = Vec::new();
     let (mut analysed, mut recorded, mut replayed) = (Vec::new(), Vec::new(), Vec::new());
-    let mut automatic = Vec::new();
+    let (mut automatic, mut indexed) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let mut p = Program::new(&rt);
         let mut row = || (0..width).map(|_| p.region(0u64)).collect::<Vec<_>>();
@@ -74,6 +100,17 @@ fn main() {
         replayed.push(start.elapsed().as_secs_f64() * 1e9 / launches);
         p.finish().unwrap();
 
+        let shared = p.constant(r.clone());
+        let start = Instant::now();
+        for t0 in (0..steps).step_by(per_trace) {
+            p.trace(u64::MAX, |p| {
+                (t0..t0 + per_trace).for_each(|t| index_step(p, &shared, t))
+            })
+            .unwrap();
+        }
+        indexed.push(start.elapsed().as_secs_f64() * 1e9 / launches);
+        p.finish().unwrap();
+
         let mut q = Program::new(&rt);
         q.auto_trace(true);
         let mut row = || (0..width).map(|_| q.region(0u64)).collect::<Vec<_>>();
@@ -101,8 +138,9 @@ fn main() {
         ("recorded", &mut recorded),
         ("replayed", &mut replayed),
         ("automatic", &mut automatic),
+        ("index replayed", &mut indexed),
     ] {
         let (m, lo, hi) = median(v);
-        println!("{name:>9} {m:8.0} [{lo:.0}, {hi:.0}]");
+        println!("{name:>14} {m:8.0} [{lo:.0}, {hi:.0}]");
     }
 }
