@@ -10,8 +10,8 @@
 //! what the recording analysed, or fails: never a silent wrong answer.
 
 use super::region::{Cell, Constant};
-use super::trace::{Index, TaskKind, Typed};
-use super::{check, declared_job, Access, Declared, Program};
+use super::trace::{Extra, Index, TaskKind, Typed};
+use super::{declared_job, Access, Program};
 use crate::runtime::Placement;
 use std::any::TypeId;
 use std::ptr::NonNull;
@@ -37,26 +37,26 @@ impl Recording {
 
 /// A program constant as an index launch's points reach it: uncounted, like an access (the
 /// issuing thread would otherwise count a reference per launch, and a worker uncount it).
-struct Shared<S>(NonNull<Cell<S>>);
+struct Env<S>(NonNull<Cell<S>>);
 
 // SAFETY: the program that owns the constant keeps its cell alive until every task it
 // launched has finished (`Program` holds an `Arc` of every cell, waits for its tasks on drop
 // or hands the cells to the runtime), and nothing writes a constant; `S: Send + Sync`.
-unsafe impl<S: Send + Sync> Send for Shared<S> {}
+unsafe impl<S: Send + Sync> Send for Env<S> {}
 // SAFETY: as for `Send`: only `&S` is ever given out.
-unsafe impl<S: Send + Sync> Sync for Shared<S> {}
+unsafe impl<S: Send + Sync> Sync for Env<S> {}
 
-impl<S> Clone for Shared<S> {
+impl<S> Clone for Env<S> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<S> Copy for Shared<S> {}
+impl<S> Copy for Env<S> {}
 
-impl<S> Shared<S> {
-    fn of(c: &Constant<S>) -> Shared<S> {
-        Shared(NonNull::from(&*c.0.cell))
+impl<S> Env<S> {
+    fn of(c: &Constant<S>) -> Env<S> {
+        Env(NonNull::from(&*c.0.cell))
     }
 
     /// # Safety
@@ -126,7 +126,7 @@ impl Program {
         F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
     {
         self.check_own(&shared.0);
-        let env = Shared::of(shared);
+        let env = Env::of(shared);
         let manual = self.manual_trace_open();
         if manual {
             if let Some((arena, typed, first)) =
@@ -172,32 +172,16 @@ impl Program {
                 // SAFETY: this runs as a task of the program that owns the constant.
                 f(unsafe { env.get() }, arg, i, refs)
             });
-            if manual {
-                let program = self.id;
-                let check = |d: &[Declared]| check(program, d);
-                let index = Index {
-                    point: i,
-                    points,
-                    project: project_kind,
-                };
-                self.traces.launch(
-                    kind,
-                    placement,
-                    &declared,
-                    job,
-                    check,
-                    None,
-                    None,
-                    Some(index),
-                );
-            } else if self.auto.is_some() {
-                self.launch_auto(kind, placement, &declared, job, None);
-            } else {
-                check(self.id, &declared);
-                self.analyse(placement, &declared, Box::new(job));
-            }
-            self.declared = declared;
-            crate::relax();
+            let index = Index {
+                point: i,
+                points,
+                project: project_kind,
+            };
+            let extra = Extra {
+                typed: None,
+                index: Some(index),
+            };
+            self.issue(kind, placement, declared, job, None, extra);
         }
     }
 }

@@ -249,45 +249,31 @@ impl Program {
         }
         let mut declared = std::mem::take(&mut self.declared);
         let kind = trace::TaskKind::of::<F>();
-        if manual {
-            // A launch that matches its recording was checked when it was recorded.
-            let program = self.id;
-            let check = |d: &[Declared]| check(program, d);
-            if self.traces.is_recording() {
-                // The accesses are kept with the recording, for replays to point at.
-                declared.clear();
-                access.declare(&mut declared);
-                let typed = Box::new(access);
-                // SAFETY: the recording keeps the box (its contents never move) as long as
-                // its arena's closures exist (`Arena::keep`), nothing changes it, and its
-                // jobs run after its analysis.
-                let job = unsafe { pointing(NonNull::from(&*typed), task) };
-                self.traces.launch(
-                    kind,
-                    placement,
-                    &declared,
-                    job,
-                    check,
-                    None,
-                    Some(typed),
-                    None,
-                );
-            } else {
-                let job = declared_job(&mut declared, access, task);
-                self.traces
-                    .launch(kind, placement, &declared, job, check, None, None, None);
-            }
-        } else if self.auto.is_some() {
-            let job = declared_job(&mut declared, access, task);
-            self.launch_auto(kind, placement, &declared, job, None);
+        if manual && self.traces.is_recording() {
+            // The accesses are kept with the recording, for replays to point at.
+            declared.clear();
+            access.declare(&mut declared);
+            let typed = Box::new(access);
+            // SAFETY: the recording keeps the box (its contents never move) as long as its
+            // arena's closures exist (`Arena::keep`), nothing changes it, and its jobs run
+            // after its analysis.
+            let job = unsafe { pointing(NonNull::from(&*typed), task) };
+            let extra = trace::Extra {
+                typed: Some(typed),
+                index: None,
+            };
+            self.issue(kind, placement, declared, job, None, extra);
         } else {
             let job = declared_job(&mut declared, access, task);
-            check(self.id, &declared);
-            self.analyse(placement, &declared, Box::new(job));
+            self.issue(
+                kind,
+                placement,
+                declared,
+                job,
+                None,
+                trace::Extra::default(),
+            );
         }
-        self.declared = declared;
-        // Analysed launches cost more than replays: relax after each (see `RELAX_EVERY`).
-        crate::relax();
     }
 
     /// Launches `task` like [`Program::launch`], and also after `after`: an event from outside
@@ -328,29 +314,15 @@ impl Program {
         self.launched += 1;
         let mut declared = std::mem::take(&mut self.declared);
         let job = declared_job(&mut declared, access, task);
-        let program = self.id;
         let kind = trace::TaskKind::of::<F>();
-        let manual = self.manual_trace_open();
-        if manual {
-            let check = |d: &[Declared]| check(program, d);
-            self.traces.launch(
-                kind,
-                placement,
-                &declared,
-                job,
-                check,
-                Some(after),
-                None,
-                None,
-            );
-        } else if self.auto.is_some() {
-            self.launch_auto(kind, placement, &declared, job, Some(after));
-        } else {
-            check(program, &declared);
-            self.analyse_after(placement, &declared, Box::new(job), Some(after));
-        }
-        self.declared = declared;
-        crate::relax();
+        self.issue(
+            kind,
+            placement,
+            declared,
+            job,
+            Some(after),
+            trace::Extra::default(),
+        );
     }
 
     /// Waits until the current contents of `region` are final (every launched task that
@@ -475,13 +447,8 @@ impl Program {
         self.traces.is_open() && self.auto.as_ref().is_none_or(|a| a.open.is_none())
     }
 
-    /// Analyses one launch and hands it to the task engine.
-    #[track_caller]
-    fn analyse(&mut self, placement: Placement, declared: &[Declared], job: Job) {
-        self.analyse_after(placement, declared, job, None);
-    }
-
-    /// [`Program::analyse`], the task also waiting for `after`.
+    /// Analyses one launch and hands it to the task engine, the task also waiting for `after`
+    /// if given.
     fn analyse_after(
         &mut self,
         placement: Placement,
@@ -686,6 +653,36 @@ impl Program {
         if n >= PRUNE_FROM && n.is_power_of_two() {
             self.loose.retain(|e| !e.has_triggered());
         }
+    }
+
+    /// Issues a launch whose job is made and whose accesses are `declared` (this program's
+    /// buffer, handed back): into the open manual trace (recorded, or reported as a
+    /// difference), to automatic tracing, or analysed; then lets the worker's work run
+    /// (analysed launches cost more than replays: relax after each, see `RELAX_EVERY`).
+    #[track_caller]
+    fn issue(
+        &mut self,
+        kind: trace::TaskKind,
+        placement: Placement,
+        declared: Vec<Declared>,
+        job: impl FnOnce() + Send + 'static,
+        after: Option<&Event>,
+        extra: trace::Extra,
+    ) {
+        if self.manual_trace_open() {
+            // A launch that matches its recording was checked when it was recorded.
+            let program = self.id;
+            let check = |d: &[Declared]| check(program, d);
+            self.traces
+                .launch(kind, placement, &declared, job, check, after, extra);
+        } else if self.auto.is_some() {
+            self.launch_auto(kind, placement, &declared, job, after);
+        } else {
+            check(self.id, &declared);
+            self.analyse_after(placement, &declared, Box::new(job), after);
+        }
+        self.declared = declared;
+        crate::relax();
     }
 
     /// Refuses a placement on a worker the runtime does not have.

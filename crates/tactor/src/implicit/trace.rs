@@ -165,6 +165,14 @@ pub(crate) struct Index {
     pub(crate) project: TypeId,
 }
 
+/// What a launch brings to a trace beside its signature: its accesses, when its job points at
+/// them (recorded with it; dropped with it otherwise), and its place in an index launch.
+#[derive(Default)]
+pub(crate) struct Extra {
+    pub(crate) typed: Option<Box<dyn Any + Send>>,
+    pub(crate) index: Option<Index>,
+}
+
 /// What a launch of a trace is compared by.
 #[derive(Clone, Debug)]
 struct Sig {
@@ -390,7 +398,15 @@ impl Traces {
         if matches!(self.open, Some((_, Mode::Replaying(_)))) {
             return self.replay(kind, placement, declared, job, after);
         }
-        self.launch(kind, placement, declared, job, check, after, None, None);
+        self.launch(
+            kind,
+            placement,
+            declared,
+            job,
+            check,
+            after,
+            Extra::default(),
+        );
         Ok(())
     }
 
@@ -548,10 +564,9 @@ impl Traces {
     }
 
     /// Records or matches one launch of the open trace, which also waits for `after` if
-    /// given (an outside event of this execution). `typed`: the launch's accesses, which
-    /// `job` points at (recorded with it; dropped with it otherwise). `index`: the launch is
-    /// a point of an index launch (recorded so; a replay's index launches do not come here
-    /// unless they differ).
+    /// given (an outside event of this execution), with what `extra` says of it (a point of
+    /// an index launch is recorded so; a replay's index launches come here only when they
+    /// differ).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &mut self,
@@ -561,9 +576,9 @@ impl Traces {
         job: impl FnOnce() + Send + 'static,
         check: impl FnOnce(&[Declared]),
         after: Option<&Event>,
-        typed: Option<Box<dyn Any + Send>>,
-        index: Option<Index>,
+        extra: Extra,
     ) {
+        let Extra { typed, index } = extra;
         let outside = after.is_some();
         let job = match index {
             None => match self.replay(kind, placement, declared, job, after) {
