@@ -61,6 +61,25 @@ pub fn fetch<T>(value: &T) {
     let _ = p;
 }
 
+/// [`fetch`] of the line at address `addr`, for data this thread holds no reference to
+/// (another thread may be writing it): a prefetch reads nothing the program can observe.
+#[inline(always)]
+pub(crate) fn fetch_at(addr: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: as in `fetch`: a hint that observes no memory and faults on no address.
+    unsafe {
+        core::arch::asm!("prefetcht0 [{0}]", in(reg) addr, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = addr;
+}
+
+/// [`claim`] of the line at address `addr` (see [`fetch_at`]).
+#[inline(always)]
+pub(crate) fn claim_at(addr: usize) {
+    prefetch_write(addr as *const u8);
+}
+
 const LINE: usize = 64;
 
 /// Hints cover at most this many lines (4 KiB): beyond that a hint only evicts or fetches

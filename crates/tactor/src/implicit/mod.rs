@@ -419,7 +419,7 @@ impl Program {
     /// ```
     pub fn end_trace(&mut self) -> Result<Event, TraceError> {
         let handle = self.handle.clone();
-        let instance = self.traces.end(&handle, &mut self.regions)?;
+        let instance = self.traces.end(&handle, &mut self.regions, &self.cells)?;
         self.push_loose(instance.clone());
         Ok(instance)
     }
@@ -525,7 +525,7 @@ impl Program {
         let handle = self.handle.clone();
         let done = self
             .traces
-            .end(&handle, &mut self.regions)
+            .end(&handle, &mut self.regions, &self.cells)
             .expect("a fragment whose launches all matched compiles and runs");
         self.push_loose(done);
     }

@@ -15,7 +15,9 @@ pub struct RegionKey {
 }
 
 /// The storage behind a region. Tasks reach `value` only through the accesses they declared,
-/// which the program's dependence analysis orders (see `Access::get`).
+/// which the program's dependence analysis orders (see `Access::get`). `value` comes first,
+/// so that a traced vertex's prefetch of a cell's first line fetches the start of its value.
+#[repr(C)]
 pub(crate) struct Cell<T> {
     pub(crate) value: UnsafeCell<T>,
     /// Held by a reducing task while it runs: reductions of one group are not ordered among

@@ -10,7 +10,7 @@
 //! on whether the launches before it reduced with the same operator: conservative, and always
 //! the same graph.
 
-use super::access::Declared;
+use super::access::{Declared, Mode as AccessMode};
 use super::analysis::Versions;
 use super::arena::{Arena, Place, ONCE};
 use super::{merged, Job};
@@ -661,6 +661,7 @@ impl Traces {
         &mut self,
         handle: &Handle,
         regions: &mut [Versions<Event>],
+        cells: &[Arc<dyn Send + Sync>],
     ) -> Result<Event, TraceError> {
         let (id, mode) = self.open.take().ok_or(TraceError::NotOpen)?;
         let (recorded, jobs, outside) = match mode {
@@ -688,7 +689,7 @@ impl Traces {
                 let mut jobs = std::mem::take(&mut rec.jobs);
                 let outside = std::mem::take(&mut rec.outside);
                 let units = jobs.units();
-                let recorded = Arc::new(compile(id, handle, rec, units)?);
+                let recorded = Arc::new(compile(id, handle, rec, units, cells)?);
                 jobs.lay_out(recorded.slots.clone());
                 jobs.keep(recorded.typed.clone());
                 self.recorded.insert(id, recorded.clone());
@@ -782,16 +783,29 @@ fn outside_sets(deps: &[Vec<Sym>]) -> Vec<u32> {
 }
 
 /// Builds the subgraph of a recording.
-fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Recorded, TraceError> {
+fn compile(
+    id: u64,
+    handle: &Handle,
+    rec: Recording,
+    units: usize,
+    cells: &[Arc<dyn Send + Sync>],
+) -> Result<Recorded, TraceError> {
     let mut b = SubgraphBuilder::<Arena>::new();
     let groups = fuse(&rec.workers, &rec.deps);
     let mut vertex = vec![0u32; rec.workers.len()];
+    let several = handle.workers() > 1;
     for (g, members) in groups.into_iter().enumerate() {
         for &k in &members {
             vertex[k as usize] = g as u32;
         }
         let w = rec.workers[members[0] as usize];
+        let ahead = if several {
+            Ahead::of(&members, &rec.sigs, cells)
+        } else {
+            Ahead::default()
+        };
         b.task(w, move |jobs: &Arena| {
+            ahead.ask();
             for &k in &members {
                 // SAFETY: vertex `g` of an instance runs at most once (the subgraph's
                 // exactly-once execution, tested in `tests/subgraph.rs`), each launch is in
@@ -905,6 +919,55 @@ fn compile(id: u64, handle: &Handle, rec: Recording, units: usize) -> Result<Rec
     })
 }
 
+/// The cells a vertex's launches touch, asked for at the vertex's start: their lines were
+/// last written by other workers, and taken one launch after another their misses do not
+/// overlap (`compiled` asks for its vertices' inputs the same way). Addresses only: nothing
+/// is read through them, so a cell written meanwhile is no concern of this hint's.
+#[derive(Default)]
+struct Ahead {
+    reads: Box<[usize]>,
+    writes: Box<[usize]>,
+}
+
+impl Ahead {
+    /// The cells `members` (launches of one vertex) read and write, once each; constants are
+    /// never written, and reductions take their cell's lock first.
+    fn of(members: &[u32], sigs: &[Sig], cells: &[Arc<dyn Send + Sync>]) -> Ahead {
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        for &k in members {
+            for d in &sigs[k as usize].accesses {
+                let Some(cell) = cells.get(d.region.index as usize) else {
+                    continue;
+                };
+                let at = Arc::as_ptr(cell).cast::<u8>() as usize;
+                match d.mode {
+                    AccessMode::Read => reads.push(at),
+                    AccessMode::Write | AccessMode::ReadWrite => writes.push(at),
+                    AccessMode::Reduce(_) | AccessMode::Constant => {}
+                }
+            }
+        }
+        for list in [&mut reads, &mut writes] {
+            list.sort_unstable();
+            list.dedup();
+        }
+        Ahead {
+            reads: reads.into(),
+            writes: writes.into(),
+        }
+    }
+
+    /// Asks for every cell's first line.
+    fn ask(&self) {
+        for &at in &self.reads {
+            crate::hint::fetch_at(at);
+        }
+        for &at in &self.writes {
+            crate::hint::claim_at(at);
+        }
+    }
+}
+
 /// Where each launch is in a replay's arena (`None` when every launch has an entry of its
 /// own: no index launches), and each entry's worker (for its flag; the shared entry of an
 /// index launch never sets one).
@@ -977,8 +1040,47 @@ fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::{fuse, Sym, FUSE_MAX};
+    use super::{fuse, AccessMode, Ahead, Declared, Sig, Sym, TaskKind, FUSE_MAX};
+    use crate::implicit::region::RegionKey;
+    use crate::Placement;
     use rand::{rngs::StdRng, Rng, SeedableRng};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_vertex_asks_for_the_cells_its_launches_read_and_write_once_each() {
+        let cells: Vec<Arc<dyn Send + Sync>> = (0..5u64).map(|i| Arc::new(i) as _).collect();
+        let at = |i: usize| Arc::as_ptr(&cells[i]).cast::<u8>() as usize;
+        let sig = |accesses: &[(u32, AccessMode)]| Sig {
+            kind: TaskKind::of::<fn()>(),
+            placement: Placement::Any,
+            accesses: accesses
+                .iter()
+                .map(|&(index, mode)| Declared {
+                    region: RegionKey { program: 0, index },
+                    mode,
+                })
+                .collect(),
+            outside: false,
+            index: None,
+        };
+        let sigs = [
+            sig(&[(0, AccessMode::Read), (1, AccessMode::ReadWrite)]),
+            sig(&[(0, AccessMode::Read), (2, AccessMode::Write)]),
+            sig(&[(3, AccessMode::Constant), (4, AccessMode::Read)]),
+        ];
+        let ahead = Ahead::of(&[0, 1, 2], &sigs, &cells);
+        let mut reads = [at(0), at(4)];
+        let mut writes = [at(1), at(2)];
+        reads.sort_unstable();
+        writes.sort_unstable();
+        assert_eq!(&*ahead.reads, &reads[..]);
+        assert_eq!(&*ahead.writes, &writes[..]);
+        // Only the vertex's own launches count.
+        let one = Ahead::of(&[2], &sigs, &cells);
+        assert_eq!(&*one.reads, &[at(4)][..]);
+        assert!(one.writes.is_empty());
+        ahead.ask();
+    }
 
     /// Checks what `fuse` promises: each launch in one vertex, a vertex's launches on one
     /// worker, in launch order, independent of each other, and the vertices acyclic.

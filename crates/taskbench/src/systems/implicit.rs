@@ -98,13 +98,54 @@ const AHEAD: usize = 3;
 /// Timesteps the driver of `traced` issues per driver task (at most a chunk).
 const TRACED_SLICE: i64 = i64::MAX / 2;
 
-/// A point's region: its output and its scratch, each on lines of its own.
+/// A point's region: its output and its scratch. An output of up to [`INLINE`] bytes fills
+/// the region's first line, which a traced vertex asks for before running its launches (a
+/// reader on another worker then takes the misses of its inputs together, not one after
+/// another); a larger one, and the scratch, are on lines of their own. What the point only
+/// reads (its graph, point, the output's length) is on the second line: were it on the
+/// output's line, a writer's first read would wait for the line its readers took (measured:
+/// 4 × nearest, 2 workers, empty, 1018 ns a step against 775 with no inline output).
+#[repr(C, align(64))]
 struct Point {
-    output: LineBuf,
-    scratch: LineBuf,
+    inline: [u8; INLINE],
+    /// The output's length.
+    len: u32,
     /// Its graph and point: the task that runs it need not find them from its index.
-    graph: usize,
+    graph: u32,
     point: i64,
+    /// The output, when longer than [`INLINE`].
+    spill: Option<LineBuf>,
+    scratch: LineBuf,
+}
+
+/// Output bytes kept on a point region's first line.
+const INLINE: usize = 64;
+
+impl Point {
+    fn new(graph: usize, point: i64, output: usize, scratch: usize) -> Point {
+        Point {
+            inline: [0; INLINE],
+            len: u32::try_from(output).expect("outputs of fewer than 2^32 bytes"),
+            graph: u32::try_from(graph).expect("fewer than 2^32 graphs"),
+            point,
+            spill: (output > INLINE).then(|| LineBuf::from(&vec![0; output])),
+            scratch: LineBuf::from(&new_scratch(scratch)),
+        }
+    }
+
+    fn output(&self) -> &[u8] {
+        match &self.spill {
+            Some(b) => b.as_slice(),
+            None => &self.inline[..self.len as usize],
+        }
+    }
+
+    fn output_mut(&mut self) -> &mut [u8] {
+        match &mut self.spill {
+            Some(b) => b.as_mut_slice(),
+            None => &mut self.inline[..self.len as usize],
+        }
+    }
 }
 
 /// What every task reaches.
@@ -248,9 +289,12 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
     if ctx.error.failed() {
         return;
     }
-    let (gi, p) = (me.graph, me.point);
-    let output = me.output.as_mut_slice();
+    let (gi, p) = (me.graph as usize, me.point);
     let scratch = me.scratch.as_mut_slice();
+    let output = match &mut me.spill {
+        Some(b) => b.as_mut_slice(),
+        None => &mut me.inline[..me.len as usize],
+    };
     tactor::hint::claim(output);
     let r = run_inputs(
         &ctx.plans[gi],
@@ -258,7 +302,7 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
         p,
         output,
         scratch,
-        inputs.iter().map(|i| i.output.as_slice()),
+        inputs.iter().map(Point::output),
     );
     tactor::hint::share(output);
     if let Err(e) = r {
@@ -286,12 +330,12 @@ impl State {
             let mut row = || -> Vec<Region<Point>> {
                 (0..g.max_width)
                     .map(|point| {
-                        program.region(Point {
-                            output: LineBuf::from(&vec![0; g.output_bytes_per_task]),
-                            scratch: LineBuf::from(&new_scratch(g.scratch_bytes_per_task)),
-                            graph: gi,
+                        program.region(Point::new(
+                            gi,
                             point,
-                        })
+                            g.output_bytes_per_task,
+                            g.scratch_bytes_per_task,
+                        ))
                     })
                     .collect()
             };
@@ -410,7 +454,7 @@ fn edges(
                     return;
                 };
                 let channel = tactor::current_worker().unwrap_or(0);
-                let data = outputs.iter().map(|o| o.output.as_slice());
+                let data = outputs.iter().map(|o| o.output());
                 remote.send(channel, dest, (gi as u32, t), size, data);
             },
         );
@@ -436,7 +480,7 @@ fn edges(
                     return;
                 };
                 for (i, o) in Remote::payload(&m).chunks_exact(bytes).enumerate() {
-                    replicas.get_mut(i).output.as_mut_slice().copy_from_slice(o);
+                    replicas.get_mut(i).output_mut().copy_from_slice(o);
                 }
             },
         );
@@ -644,5 +688,25 @@ impl System for Implicit {
             }
             fence.wait().map_err(|e| RunError::Runtime(e.to_string()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Point, INLINE};
+
+    #[test]
+    fn outputs_up_to_a_line_stay_inline_and_longer_ones_spill() {
+        for len in [0, 1, 16, INLINE, INLINE + 1, 1024] {
+            let mut p = Point::new(3, 7, len, 8);
+            assert_eq!(p.spill.is_some(), len > INLINE);
+            assert_eq!(p.output().len(), len);
+            p.output_mut().fill(5);
+            assert!(p.output().iter().all(|&b| b == 5));
+            assert_eq!((p.graph, p.point), (3, 7));
+        }
+        // The output's line holds nothing the point's task reads first.
+        assert_eq!(std::mem::offset_of!(Point, len), INLINE);
+        assert_eq!(std::mem::align_of::<Point>(), 64);
     }
 }
