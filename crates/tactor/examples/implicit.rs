@@ -16,7 +16,7 @@ use std::time::Instant;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use tactor::implicit::{read, read_write, Constant, Program, Read, ReadWrite, Region};
+use tactor::implicit::{read, read_write, ConstRef, Constant, Program, Read, ReadWrite, Region};
 use tactor::{Placement, Runtime};
 
 fn step(p: &mut Program, rows: &[Vec<Region<u64>>; 2], t: usize) {
@@ -37,7 +37,7 @@ type Inputs = smallvec::SmallVec<[Read<u64>; 4]>;
 
 /// Point `i` of timestep `t` of the stencil as an index launch.
 fn project(
-    rows: &[Vec<Region<u64>>; 2],
+    rows: ConstRef<'_, [Vec<Region<u64>>; 2]>,
     t: usize,
     i: u32,
 ) -> (Placement, (Inputs, ReadWrite<u64>)) {

@@ -2,12 +2,15 @@
 //! few regions and read-write one, conflicting with each other or not) run analysed, traced
 //! and automatically traced must leave what running every point in order leaves; a replayed
 //! point whose projection differs from its recording fails where it runs and poisons what
-//! depends on it; an index launch of another size is refused before anything runs.
+//! depends on it; an index launch of another size is refused before anything runs. The
+//! random launches' points read lists kept in the program constant ([`ReadList`]s).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use tactor::implicit::{read, read_write, Constant, Program, Read, ReadWrite, Region, TraceError};
+use tactor::implicit::{
+    read, read_write, ConstRef, Constant, Program, Read, ReadList, ReadWrite, Region, TraceError,
+};
 use tactor::{Placement, Runtime};
 
 /// Point `i` of one index launch: reads `inputs`, read-writes `target`.
@@ -62,17 +65,38 @@ fn random_launch(rng: &mut StdRng, regions: usize, workers: usize) -> Vec<Point>
         .collect()
 }
 
-/// What every index launch of a program reaches: the fragment's launches and the regions.
+/// What every index launch of a program reaches: the fragment's launches, the regions, and
+/// each point's reads.
 struct Fragment {
     launches: Vec<Vec<Point>>,
     regions: Vec<Region<u64>>,
+    reads: Vec<Vec<Vec<Read<u64>>>>,
 }
 
-type Accesses = (Vec<Read<u64>>, ReadWrite<u64>);
+impl Fragment {
+    fn new(launches: Vec<Vec<Point>>, regions: Vec<Region<u64>>) -> Fragment {
+        let reads = launches
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|p| p.inputs.iter().map(|&r| read(&regions[r])).collect())
+                    .collect()
+            })
+            .collect();
+        Fragment {
+            launches,
+            regions,
+            reads,
+        }
+    }
+}
 
-fn project(f: &Fragment, launch: usize, i: u32) -> (Placement, Accesses) {
+type Accesses = (ReadList<u64>, ReadWrite<u64>);
+
+fn project(c: ConstRef<'_, Fragment>, launch: usize, i: u32) -> (Placement, Accesses) {
+    let f = c.get();
     let p = &f.launches[launch][i as usize];
-    let inputs = p.inputs.iter().map(|&r| read(&f.regions[r])).collect();
+    let inputs = c.reads(&f.reads[launch][i as usize]);
     (p.placement, (inputs, read_write(&f.regions[p.target])))
 }
 
@@ -125,10 +149,7 @@ fn index_launches_equal_their_sequential_execution_analysed_traced_and_auto() {
             let mut p = Program::new(&rt);
             p.auto_trace(style == "auto");
             let regions: Vec<Region<u64>> = init.iter().map(|&v| p.region(v)).collect();
-            let shared = p.constant(Fragment {
-                launches: fragment.clone(),
-                regions: regions.clone(),
-            });
+            let shared = p.constant(Fragment::new(fragment.clone(), regions.clone()));
             for _ in 0..repeats {
                 let body = |p: &mut Program| {
                     for j in 0..fragment.len() {
@@ -156,7 +177,11 @@ struct Swappable {
     regions: [Region<u64>; 4],
 }
 
-fn swappable(s: &Swappable, _: (), i: u32) -> (Placement, (Read<u64>, ReadWrite<u64>)) {
+fn swappable(
+    s: ConstRef<'_, Swappable>,
+    _: (),
+    i: u32,
+) -> (Placement, (Read<u64>, ReadWrite<u64>)) {
     let r = &s.regions;
     let input = if i == 1 && s.swap.load(Relaxed) {
         &r[1]
@@ -246,7 +271,7 @@ struct Sneaky {
     theirs: Region<u64>,
 }
 
-fn sneaky(s: &Sneaky, _: (), _: u32) -> (Placement, (Read<u64>, ReadWrite<u64>)) {
+fn sneaky(s: ConstRef<'_, Sneaky>, _: (), _: u32) -> (Placement, (Read<u64>, ReadWrite<u64>)) {
     let input = if s.foreign.load(Relaxed) {
         &s.theirs
     } else {
@@ -279,4 +304,35 @@ fn a_replayed_point_that_projects_another_programs_region_of_the_same_index_does
     p.trace(4, body).unwrap();
     let err = p.with(&mine[1], |v| *v).unwrap_err().to_string();
     assert!(err.contains("trace 4: launch 0 differs"), "{err}");
+}
+
+/// A list of reads stashed by a projection outlives its program: launching it in another
+/// program is refused before the list is read (under Miri, reading it would be a use after
+/// free).
+#[test]
+#[should_panic(expected = "a list of reads kept by another program")]
+fn a_list_of_reads_kept_by_a_dropped_program_is_refused() {
+    type Kept = (Vec<Read<u64>>, Region<u64>);
+    static STASH: std::sync::Mutex<Option<ReadList<u64>>> = std::sync::Mutex::new(None);
+    let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+    {
+        let mut a = Program::new(&rt);
+        let r = a.region(1u64);
+        let out = a.region(0u64);
+        let c = a.constant((vec![read(&r)], out.clone()));
+        let project = |c: ConstRef<'_, Kept>, _, _| {
+            let s = c.get();
+            let list = c.reads(&s.0);
+            *STASH.lock().unwrap() = Some(list);
+            (Placement::Any, (list, read_write(&s.1)))
+        };
+        a.index_launch(1, &c, (), project, |_, _, _, (ins, out)| {
+            *out = ins.get(0) + 1
+        });
+        assert_eq!(a.with(&out, |v| *v).unwrap(), 2);
+    }
+    let list = STASH.lock().unwrap().take().unwrap();
+    let mut b = Program::new(&rt);
+    let x = b.region(0u64);
+    b.launch(Placement::Any, (list, read_write(&x)), |_| {});
 }

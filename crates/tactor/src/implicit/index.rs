@@ -9,11 +9,13 @@
 //! poisons what depends on it, with the difference as the error. A replay stays exactly
 //! what the recording analysed, or fails: never a silent wrong answer.
 
+use super::access::{Read, ReadList};
 use super::region::{Cell, Constant};
 use super::trace::{Extra, Index, TaskKind, Typed};
-use super::{declared_job, Access, Program};
+use super::{check_kept, declared_job, Access, Program};
 use crate::runtime::Placement;
 use std::any::TypeId;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -67,10 +69,63 @@ impl<S> Env<S> {
     }
 }
 
+/// The program constant of an index launch as its projection sees it: the constant's value
+/// (through `Deref` or [`get`](ConstRef::get)), and lists of reads kept in it handed to the
+/// points without copying ([`reads`](ConstRef::reads)).
+///
+/// Invariant in `'a`: were it covariant, `'a` could shrink to any borrow in the projection,
+/// and [`reads`](Self::reads) would take a list that dies with the call.
+pub struct ConstRef<'a, S>(&'a S, u32, PhantomData<fn(&'a ()) -> &'a ()>);
+
+impl<S> Clone for ConstRef<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for ConstRef<'_, S> {}
+
+impl<'a, S> ConstRef<'a, S> {
+    /// The constant's value, borrowed for as long as the constant is (what [`reads`](Self::reads)
+    /// takes lists from).
+    pub fn get(self) -> &'a S {
+        self.0
+    }
+
+    /// `list`, a list of reads held in the constant (or `'static`), as an access that the
+    /// point's task gets as [`Inputs`](super::Inputs): two words, however long the list.
+    /// Only what lives as long as the constant fits `'a`; a list built in the projection
+    /// does not compile:
+    ///
+    /// ```compile_fail
+    /// use tactor::implicit::{read, ConstRef, Read, ReadList, Region};
+    /// fn project(c: ConstRef<'_, Vec<Region<u64>>>) -> ReadList<u64> {
+    ///     let mine: Vec<Read<u64>> = c.get().iter().map(read).collect();
+    ///     c.reads(&mine)
+    /// }
+    /// ```
+    pub fn reads<T>(self, list: &'a [Read<T>]) -> ReadList<T> {
+        // SAFETY: `list` lives as long as `'a`, which (universally quantified in the
+        // projection's type, and invariant) only what the constant holds, or `'static`
+        // data, outlives; the constant is never written and lives as long as its program
+        // (`self.1`, an index launch refuses another program's constant), which every launch
+        // of the list checks first (`Access::kept_by`).
+        unsafe { ReadList::of(list, self.1) }
+    }
+}
+
+impl<S> std::ops::Deref for ConstRef<'_, S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        self.0
+    }
+}
+
 impl Program {
     /// Launches `points` tasks at once: point `i` runs `task(&shared, arg, i, refs)` at the
-    /// placement and with the accesses `project(&shared, arg, i)` gives, as if each point
-    /// were launched by [`Program::launch`] in order. `shared` is a constant of this program
+    /// placement and with the accesses `project(shared, arg, i)` gives (the projection sees
+    /// the constant as a [`ConstRef`], which can hand out lists of reads it holds without
+    /// copying them), as if each point were launched by [`Program::launch`] in order. `shared` is a constant of this program
     /// (what every launch reaches, passed uncounted); `arg` is this launch's own small value
     /// (a timestep, say). The points of one index launch should not conflict with each other
     /// (if they do, they are ordered like separate launches).
@@ -97,9 +152,7 @@ impl Program {
     ///             4,
     ///             &shared,
     ///             step,
-    ///             |c: &Vec<Region<u64>>, _, i| {
-    ///                 (Placement::Worker(i as usize % 2), read_write(&c[i as usize]))
-    ///             },
+    ///             |c, _, i| (Placement::Worker(i as usize % 2), read_write(&c[i as usize])),
     ///             |_, step, _, v| *v += 10 * step,
     ///         );
     ///     })
@@ -122,11 +175,12 @@ impl Program {
         S: Send + Sync + 'static,
         X: Copy + Send + Sync + 'static,
         A: Access,
-        P: Fn(&S, X, u32) -> (Placement, A) + Send + Sync + 'static,
+        P: Fn(ConstRef<'_, S>, X, u32) -> (Placement, A) + Send + Sync + 'static,
         F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
     {
         self.check_own(&shared.0);
         let env = Env::of(shared);
+        let program = self.id;
         let manual = self.manual_trace_open();
         if manual {
             if let Some((arena, typed, first)) =
@@ -137,7 +191,8 @@ impl Program {
                 arena.push_shared(move |i: u32| {
                     // SAFETY: this runs as a task of the program that owns the constant.
                     let s = unsafe { env.get() };
-                    let (placement, access) = project(s, arg, i);
+                    let (placement, access) = project(ConstRef(s, program, PhantomData), arg, i);
+                    super::check_kept(&access, program);
                     // SAFETY: the arena keeps the recording alive while its jobs exist.
                     let typed = unsafe { recording.get() };
                     if let Err(e) = typed.check_point(first + i as usize, placement, &access) {
@@ -163,7 +218,9 @@ impl Program {
         let task = Arc::new(task);
         for i in 0..points {
             // SAFETY: the program that owns the constant is this one (checked above), alive.
-            let (placement, access) = project(unsafe { env.get() }, arg, i);
+            let (placement, access) =
+                project(ConstRef(unsafe { env.get() }, program, PhantomData), arg, i);
+            check_kept(&access, program);
             self.check_placement(placement);
             self.launched += 1;
             let mut declared = std::mem::take(&mut self.declared);

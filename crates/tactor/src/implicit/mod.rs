@@ -56,10 +56,11 @@ mod region;
 mod trace;
 
 pub use access::{
-    constant, read, read_write, reduce, write, Access, Const, Inputs, Outputs, Read, ReadWrite,
-    Reduce, Reducer, Write,
+    constant, read, read_write, reduce, write, Access, Const, Inputs, Outputs, Read, ReadList,
+    ReadWrite, Reduce, Reducer, Write,
 };
 pub use auto::MIN_FRAGMENT;
+pub use index::ConstRef;
 pub use region::{Constant, Reduction, Region, Sum};
 pub use trace::TraceError;
 
@@ -201,13 +202,14 @@ impl Program {
     ///
     /// # Panics
     /// If `access` names a region of another program, or one region twice unless both are
-    /// reads.
+    /// reads, or holds a [`ReadList`] kept by another program.
     #[track_caller]
     pub fn launch<A, F>(&mut self, placement: Placement, access: A, task: F)
     where
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
+        check_kept(&access, self.id);
         self.check_placement(placement);
         self.launched += 1;
         let manual = self.manual_trace_open();
@@ -311,6 +313,7 @@ impl Program {
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
+        check_kept(&access, self.id);
         self.launched += 1;
         let mut declared = std::mem::take(&mut self.declared);
         let job = declared_job(&mut declared, access, task);
@@ -787,6 +790,16 @@ where
 
 /// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:
 /// the task called with the references the accesses give.
+/// Refuses an access that points into a list of reads kept by another program, or by one
+/// that is gone ([`ReadList`]): before anything reads the list.
+#[track_caller]
+fn check_kept<A: Access>(access: &A, program: u32) {
+    assert!(
+        access.kept_by(program),
+        "a list of reads kept by another program than the one launching"
+    );
+}
+
 fn declared_job<A, F>(declared: &mut Vec<Declared>, access: A, task: F) -> impl FnOnce() + Send
 where
     A: Access,
