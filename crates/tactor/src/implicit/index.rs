@@ -6,7 +6,8 @@
 //! job for all its points: the driver's cost no longer grows with the points. Each point's
 //! projection then runs on the worker that runs the point, which compares it with the
 //! recording before the task gets its references; a point that differs does not run and
-//! poisons what depends on it, with the difference as the error. A replay stays exactly
+//! poisons what depends on it (and what of the replay had not run yet), with the difference
+//! as the error. A replay stays exactly
 //! what the recording analysed, or fails: never a silent wrong answer.
 
 use super::access::{Read, ReadList};
@@ -135,7 +136,8 @@ impl Program {
     /// projection is computed and compared with the recording by the worker that runs it. A
     /// point that projects differently from its recording does not run: it fails with
     /// [`TraceError::PointMismatch`](super::TraceError::PointMismatch) (its message), and the
-    /// tasks that depend on it are poisoned. A different task, projection or number of
+    /// tasks that depend on it are poisoned — as is, like any failure in a compiled instance,
+    /// whatever of the replay had not run yet. A different task, projection or number of
     /// points is an ordinary mismatch ([`Program::end_trace`] reports it, nothing ran).
     ///
     /// ```
