@@ -171,3 +171,18 @@ fn memory_bound_is_exact_for_odd_scratch_and_sample_sizes() {
         }
     }
 }
+
+/// The implicit systems' three ways to a point's inputs, each validated on every system: a
+/// few kinds of timestep kept whole; too many kinds, but every graph's shapes kept (random
+/// graphs of periods 60 and 61 meet in over 256 kinds); and a graph of too many shapes to
+/// keep (a wide `dom`), whose lists are built per point.
+#[test]
+fn implicit_systems_keep_or_build_input_lists_by_how_many_shapes_the_graphs_have() {
+    for flags in [
+        "-steps 40 -type dom -width 12 -and -steps 40 -type stencil_1d -width 5",
+        "-steps 300 -type random_nearest -width 6 -radix 3 -period 60 -and -steps 300 -type random_nearest -width 5 -radix 3 -period 61",
+        "-steps 300 -type dom -width 200 -and -steps 300 -type stencil_1d -width 4",
+    ] {
+        run_everywhere(flags, 2);
+    }
+}
