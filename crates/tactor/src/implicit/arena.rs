@@ -31,6 +31,8 @@ struct Entry {
     /// `None` for closures without drop glue (an index launch's usually: nothing to call
     /// for each of a replay's entries when the arena goes).
     drop: Option<unsafe fn(*mut u8)>,
+    /// A shared entry's call for several points in one go ([`Arena::run_points`]).
+    many: Option<unsafe fn(*mut u8, &[u32])>,
 }
 
 /// Where launch `k` of a fragment is in a replay's arena: its entry, and its point in that
@@ -141,6 +143,18 @@ unsafe fn call_shared<F: Fn(u32)>(p: *mut u8, point: u32) {
     f(point)
 }
 
+/// Calls the `F` at `p` for each of `points`, in order, leaving it in place.
+///
+/// # Safety
+/// As for [`call_shared`].
+unsafe fn call_shared_many<F: Fn(u32)>(p: *mut u8, points: &[u32]) {
+    // SAFETY: as in `call_shared`.
+    let f = unsafe { &*p.cast::<F>().cast_const() };
+    for &point in points {
+        f(point)
+    }
+}
+
 /// Drops the `F` at `p`.
 ///
 /// # Safety
@@ -227,11 +241,14 @@ impl Arena {
     /// once; it is dropped with the arena.
     pub(crate) fn push_shared<F: Fn(u32) + Send + Sync + 'static>(&mut self, f: F) {
         self.shared += 1;
+        type Boxed = Box<dyn Fn(u32) + Send + Sync>;
         if align_of::<F>() > align_of::<Unit>() {
-            let boxed: Box<dyn Fn(u32) + Send + Sync> = Box::new(f);
-            self.place(boxed, call_shared::<Box<dyn Fn(u32) + Send + Sync>>);
+            let boxed: Boxed = Box::new(f);
+            self.place(boxed, call_shared::<Boxed>);
+            self.entries.last_mut().expect("just placed").many = Some(call_shared_many::<Boxed>);
         } else {
             self.place(f, call_shared::<F>);
+            self.entries.last_mut().expect("just placed").many = Some(call_shared_many::<F>);
         }
     }
 
@@ -255,6 +272,7 @@ impl Arena {
             at,
             call,
             drop: std::mem::needs_drop::<F>().then_some(drop_at::<F> as unsafe fn(*mut u8)),
+            many: None,
         });
     }
 
@@ -297,6 +315,33 @@ impl Arena {
         // clear, so `drop` drops it once, after every call: `&self` outlives each); it was
         // pushed by `push_shared`, whose `F: Sync` makes concurrent calls sound.
         unsafe { (e.call)(self.units.as_ptr().add(e.at).cast::<u8>().cast_mut(), point) }
+    }
+
+    /// Runs launches `launches`, which are points `points` of one index launch whose shared
+    /// entry in a replay's arena is `entry`, in order, with one call: what a vertex holding
+    /// several points of one index launch does (one dispatch for all). A recording's arena
+    /// (no places: an entry per launch) runs them one by one.
+    ///
+    /// # Safety
+    /// As [`Arena::run_launch`] for each of `launches`; in a replay's arena, `entry` was
+    /// pushed by [`Arena::push_shared`] for exactly these launches' points.
+    pub(crate) unsafe fn run_points(&self, entry: u32, points: &[u32], launches: &[u32]) {
+        if self.places.is_none() {
+            for &k in launches {
+                // SAFETY: this function's contract is `run_launch`'s for each launch.
+                unsafe { self.run_launch(k as usize) }
+            }
+            return;
+        }
+        let e = &self.entries[entry as usize];
+        let many = e.many.expect("a shared entry");
+        // SAFETY: as in `run_launch` for shared entries, point by point.
+        unsafe {
+            many(
+                self.units.as_ptr().add(e.at).cast::<u8>().cast_mut(),
+                points,
+            )
+        }
     }
 
     /// Every closure as a job of its own, each running its entry (for launching one by one).

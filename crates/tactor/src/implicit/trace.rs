@@ -794,6 +794,7 @@ fn compile(
     let groups = fuse(&rec.workers, &rec.deps);
     let mut vertex = vec![0u32; rec.workers.len()];
     let several = handle.workers() > 1;
+    let (places, entry_workers) = places_of(&rec.sigs, &rec.workers);
     for (g, members) in groups.into_iter().enumerate() {
         for &k in &members {
             vertex[k as usize] = g as u32;
@@ -804,14 +805,22 @@ fn compile(
         } else {
             Ahead::default()
         };
+        let runs = Run::of(&members, places.as_deref());
         b.task(w, move |jobs: &Arena| {
             ahead.ask();
-            for &k in &members {
+            for run in &runs {
                 // SAFETY: vertex `g` of an instance runs at most once (the subgraph's
                 // exactly-once execution, tested in `tests/subgraph.rs`), each launch is in
                 // one vertex only, and the vertex's arguments are its own closures, placed
-                // as `places_of` says.
-                unsafe { jobs.run_launch(k as usize) }
+                // as `places_of` says (a run of points names their shared entry).
+                unsafe {
+                    match run {
+                        Run::One(k) => jobs.run_launch(*k as usize),
+                        Run::Points(entry, points, launches) => {
+                            jobs.run_points(*entry, points, launches)
+                        }
+                    }
+                }
             }
         });
     }
@@ -898,7 +907,6 @@ fn compile(
             }
         })
         .collect();
-    let (places, entry_workers) = places_of(&rec.sigs, &rec.workers);
     let replay_slots = super::arena::slots_for(&entry_workers);
     Ok(Recorded {
         typed: Arc::new(Typed {
@@ -917,6 +925,52 @@ fn compile(
         exits,
         units,
     })
+}
+
+/// What a vertex runs, in launch order: a launch of its own, or consecutive points of one
+/// index launch, called together (one dispatch for the points of all graphs that Task
+/// Bench's lock-step vertices hold).
+enum Run {
+    One(u32),
+    /// The shared entry, the points, and their launches.
+    Points(u32, Box<[u32]>, Box<[u32]>),
+}
+
+impl Run {
+    /// `members` (launches, in order) as runs: consecutive points of one shared entry
+    /// together, given where each launch is in a replay's arena.
+    fn of(members: &[u32], places: Option<&[Place]>) -> Vec<Run> {
+        let Some(places) = places else {
+            return members.iter().map(|&k| Run::One(k)).collect();
+        };
+        let mut runs = Vec::new();
+        // The open run: its entry, points and launches.
+        let mut open: Option<(u32, Vec<u32>, Vec<u32>)> = None;
+        let close = |open: &mut Option<(u32, Vec<u32>, Vec<u32>)>, runs: &mut Vec<Run>| {
+            if let Some((e, points, launches)) = open.take() {
+                runs.push(Run::Points(e, points.into(), launches.into()));
+            }
+        };
+        for &k in members {
+            let (entry, point) = places[k as usize];
+            match &mut open {
+                Some((e, points, launches)) if point != ONCE && *e == entry => {
+                    points.push(point);
+                    launches.push(k);
+                }
+                _ => {
+                    close(&mut open, &mut runs);
+                    if point == ONCE {
+                        runs.push(Run::One(k));
+                    } else {
+                        open = Some((entry, vec![point], vec![k]));
+                    }
+                }
+            }
+        }
+        close(&mut open, &mut runs);
+        runs
+    }
 }
 
 /// The cells a vertex's launches touch, asked for at the vertex's start: their lines were
@@ -1040,11 +1094,36 @@ fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::{fuse, AccessMode, Ahead, Declared, Sig, Sym, TaskKind, FUSE_MAX};
+    use super::{fuse, AccessMode, Ahead, Declared, Run, Sig, Sym, TaskKind, FUSE_MAX, ONCE};
     use crate::implicit::region::RegionKey;
     use crate::Placement;
     use rand::{rngs::StdRng, Rng, SeedableRng};
     use std::sync::Arc;
+
+    #[test]
+    fn a_vertex_runs_consecutive_points_of_one_index_launch_together() {
+        // Launches 0–2: points 0, 2, 4 of entry 0; 3: a launch of its own (entry 1); 4–5:
+        // points 1, 3 of entry 2; 6: point 5 of entry 0 again.
+        let places = [(0, 0), (0, 2), (0, 4), (1, ONCE), (2, 1), (2, 3), (0, 5)];
+        let shown = |runs: Vec<Run>| -> Vec<String> {
+            runs.iter()
+                .map(|r| match r {
+                    Run::One(k) => format!("one {k}"),
+                    Run::Points(e, p, l) => format!("entry {e} points {p:?} launches {l:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(
+            shown(Run::of(&[0, 1, 2, 3, 4, 5, 6], Some(&places))),
+            [
+                "entry 0 points [0, 2, 4] launches [0, 1, 2]",
+                "one 3",
+                "entry 2 points [1, 3] launches [4, 5]",
+                "entry 0 points [5] launches [6]",
+            ]
+        );
+        assert_eq!(shown(Run::of(&[1, 3], None)), ["one 1", "one 3"]);
+    }
 
     #[test]
     fn a_vertex_asks_for_the_cells_its_launches_read_and_write_once_each() {
