@@ -50,15 +50,7 @@ pub fn claim<T: ?Sized>(value: &T) {
 /// ```
 #[inline(always)]
 pub fn fetch<T>(value: &T) {
-    let p = value as *const T as *const u8;
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: PREFETCHT0 is a hint: it changes no memory the program can observe and raises
-    // no fault on any address (SSE, present on every x86-64 processor).
-    unsafe {
-        core::arch::asm!("prefetcht0 [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = p;
+    fetch_at(value as *const T as usize);
 }
 
 /// [`fetch`] of the line at address `addr`, for data this thread holds no reference to
@@ -66,7 +58,8 @@ pub fn fetch<T>(value: &T) {
 #[inline(always)]
 pub(crate) fn fetch_at(addr: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: as in `fetch`: a hint that observes no memory and faults on no address.
+    // SAFETY: PREFETCHT0 is a hint: it changes no memory the program can observe and raises
+    // no fault on any address (SSE, present on every x86-64 processor).
     unsafe {
         core::arch::asm!("prefetcht0 [{0}]", in(reg) addr, options(nostack, preserves_flags, readonly));
     }
