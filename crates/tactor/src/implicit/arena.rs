@@ -244,21 +244,25 @@ impl Arena {
         type Boxed = Box<dyn Fn(u32) + Send + Sync>;
         if align_of::<F>() > align_of::<Unit>() {
             let boxed: Boxed = Box::new(f);
-            self.place(boxed, call_shared::<Boxed>);
-            self.entries.last_mut().expect("just placed").many = Some(call_shared_many::<Boxed>);
+            self.place(boxed, call_shared::<Boxed>, Some(call_shared_many::<Boxed>));
         } else {
-            self.place(f, call_shared::<F>);
-            self.entries.last_mut().expect("just placed").many = Some(call_shared_many::<F>);
+            self.place(f, call_shared::<F>, Some(call_shared_many::<F>));
         }
     }
 
     /// Stores `f`, whose alignment fits the buffer's.
     fn store<F: FnOnce() + Send + 'static>(&mut self, f: F) {
-        self.place(f, call::<F>);
+        self.place(f, call::<F>, None);
     }
 
-    /// Moves `f` into the buffer as the next entry, called through `call`.
-    fn place<F: Send + 'static>(&mut self, f: F, call: unsafe fn(*mut u8, u32)) {
+    /// Moves `f` into the buffer as the next entry, called through `call` (and `many`, for
+    /// several points at once, if shared).
+    fn place<F: Send + 'static>(
+        &mut self,
+        f: F,
+        call: unsafe fn(*mut u8, u32),
+        many: Option<unsafe fn(*mut u8, &[u32])>,
+    ) {
         assert!(align_of::<F>() <= align_of::<Unit>());
         let at = self.units.len();
         let n = size_of::<F>().div_ceil(size_of::<Unit>());
@@ -272,7 +276,7 @@ impl Arena {
             at,
             call,
             drop: std::mem::needs_drop::<F>().then_some(drop_at::<F> as unsafe fn(*mut u8)),
-            many: None,
+            many,
         });
     }
 

@@ -194,7 +194,7 @@ impl Program {
                     // SAFETY: this runs as a task of the program that owns the constant.
                     let s = unsafe { env.get() };
                     let (placement, access) = project(ConstRef(s, program, PhantomData), arg, i);
-                    super::check_kept(&access, program);
+                    check_kept(&access, program);
                     // SAFETY: the arena keeps the recording alive while its jobs exist.
                     let typed = unsafe { recording.get() };
                     if let Err(e) = typed.check_point(first + i as usize, placement, &access) {

@@ -788,8 +788,6 @@ where
     }
 }
 
-/// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:
-/// the task called with the references the accesses give.
 /// Refuses an access that points into a list of reads kept by another program, or by one
 /// that is gone ([`ReadList`]): before anything reads the list.
 #[track_caller]
@@ -800,6 +798,8 @@ fn check_kept<A: Access>(access: &A, program: u32) {
     );
 }
 
+/// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:
+/// the task called with the references the accesses give.
 fn declared_job<A, F>(declared: &mut Vec<Declared>, access: A, task: F) -> impl FnOnce() + Send
 where
     A: Access,

@@ -141,10 +141,16 @@ impl Point {
     }
 
     fn output_mut(&mut self) -> &mut [u8] {
-        match &mut self.spill {
+        self.output_and_scratch().0
+    }
+
+    /// The output and the scratch, both for writing.
+    fn output_and_scratch(&mut self) -> (&mut [u8], &mut [u8]) {
+        let output = match &mut self.spill {
             Some(b) => b.as_mut_slice(),
             None => &mut self.inline[..self.len as usize],
-        }
+        };
+        (output, self.scratch.as_mut_slice())
     }
 }
 
@@ -207,19 +213,17 @@ impl Kind {
         let mut points = Vec::with_capacity(n as usize);
         let mut reads = Vec::new();
         for i in 0..n {
-            let (gi, j, shape) = table.locate(t, i);
-            let p = table.graphs[gi].local[shape as usize].first + i64::from(j);
-            let (place, _, inputs) = point_at(table, t, i);
-            let list = match &inputs {
+            let at = point_at(table, t, i);
+            let list = match &at.inputs {
                 Listed::Kept(l) => l,
                 Listed::Built(b) => &b[..],
             };
             points.push(KindPoint {
-                place,
+                place: at.place,
                 start: u32::try_from(reads.len()).expect("fewer than 2^32 reads in a kind"),
                 len: u32::try_from(list.len()).expect("fewer than 2^32 reads in a list"),
-                graph: gi as u32,
-                point: u32::try_from(p).expect("fewer than 2^32 points"),
+                graph: at.graph as u32,
+                point: u32::try_from(at.point).expect("fewer than 2^32 points"),
             });
             reads.extend_from_slice(list);
         }
@@ -337,7 +341,7 @@ fn local(ctx: &Ctx, gi: usize, plan: &Plan, t: i64) -> Local {
 /// Point `i` of timestep `t`: where it runs, the region it writes, and its inputs — a read of
 /// each dependency's output (last timestep's row), kept in its graph's cache if the graph has
 /// one ([`CACHED_SHAPES`]), else built.
-fn point_at(table: &Table, t: i64, i: u32) -> (Placement, &Region<Point>, Listed<'_>) {
+fn point_at(table: &Table, t: i64, i: u32) -> At<'_> {
     let (gi, j, shape) = table.locate(t, i);
     let g = &table.graphs[gi];
     let at = g.local[shape as usize];
@@ -366,7 +370,23 @@ fn point_at(table: &Table, t: i64, i: u32) -> (Placement, &Region<Point>, Listed
     } else {
         Placement::Any
     };
-    (place, &g.regions[row][p as usize], inputs)
+    At {
+        place,
+        output: &g.regions[row][p as usize],
+        graph: gi,
+        point: p,
+        inputs,
+    }
+}
+
+/// A point as [`point_at`] finds it.
+struct At<'a> {
+    place: Placement,
+    /// The region it writes.
+    output: &'a Region<Point>,
+    graph: usize,
+    point: i64,
+    inputs: Listed<'a>,
 }
 
 /// A point's inputs, kept in the table or built for it.
@@ -391,11 +411,11 @@ fn project(
         let output = &table.graphs[e.graph as usize].regions[(t % 2) as usize][e.point as usize];
         return (e.place, (c.reads(list), read_write(output)));
     }
-    let (place, output, inputs) = point_at(table, t, i);
-    let Listed::Kept(list) = inputs else {
+    let at = point_at(table, t, i);
+    let Listed::Kept(list) = at.inputs else {
         unreachable!("`project` is launched only when every input list is kept")
     };
-    (place, (c.reads(list), read_write(output)))
+    (at.place, (c.reads(list), read_write(at.output)))
 }
 
 /// [`project`] for programs with a graph of too many shapes to keep its input lists.
@@ -404,12 +424,12 @@ fn project_built(
     t: i64,
     i: u32,
 ) -> (Placement, (Inputs, ReadWrite<Point>)) {
-    let (place, output, inputs) = point_at(c.get(), t, i);
-    let inputs = match inputs {
+    let at = point_at(c.get(), t, i);
+    let inputs = match at.inputs {
         Listed::Kept(list) => Inputs::from_slice(list),
         Listed::Built(built) => built,
     };
-    (place, (inputs, read_write(output)))
+    (at.place, (inputs, read_write(at.output)))
 }
 
 /// Point `i` of a timestep: the kernel on its inputs, validating each.
@@ -419,11 +439,7 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
         return;
     }
     let (gi, p) = (me.graph as usize, me.point);
-    let scratch = me.scratch.as_mut_slice();
-    let output = match &mut me.spill {
-        Some(b) => b.as_mut_slice(),
-        None => &mut me.inline[..me.len as usize],
-    };
+    let (output, scratch) = me.output_and_scratch();
     tactor::hint::claim(output);
     let r = run_inputs(
         &ctx.plans[gi],
