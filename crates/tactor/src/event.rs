@@ -87,6 +87,11 @@ impl EventState {
         }
     }
 
+    /// Whether the event has triggered without failure (one load).
+    pub(crate) fn succeeded(&self) -> bool {
+        self.head.load(Ordering::Acquire) == OK
+    }
+
     /// Has `target` notified when the event triggers, or right now (on this thread) if it has.
     pub(crate) fn subscribe(&self, target: Arc<dyn Notify>) {
         let mut h = self.head.load(Ordering::Acquire);

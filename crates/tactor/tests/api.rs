@@ -56,6 +56,42 @@ fn user_events_hold_tasks_until_triggered_and_trigger_only_once() {
 }
 
 #[test]
+fn a_precondition_named_twice_or_already_triggered_is_waited_for_once() {
+    // A launch subscribes once per distinct pending precondition and counts only those: a
+    // miscount would run the task early (before `go`) or never (this test would hang).
+    let rt = rt(2);
+    let go = UserEvent::new();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let done = Event::triggered();
+    let pre = [go.event(), done.clone(), go.event(), done, go.event()];
+    let t = rt.launch(Placement::Any, &pre, move || {
+        r.fetch_add(1, SeqCst);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(ran.load(SeqCst), 0);
+    assert!(!t.has_triggered());
+    go.trigger().unwrap();
+    t.wait().unwrap();
+    assert_eq!(ran.load(SeqCst), 1);
+
+    // A poisoned precondition is never skipped as "triggered", however often it is named.
+    let bad = UserEvent::new();
+    bad.poison("broken input").unwrap();
+    let r = ran.clone();
+    let t = rt.launch(
+        Placement::Any,
+        &[bad.event(), Event::triggered(), bad.event()],
+        move || {
+            r.fetch_add(1, SeqCst);
+        },
+    );
+    let err = t.wait().unwrap_err();
+    assert!(err.to_string().contains("broken input"), "{err}");
+    assert_eq!(ran.load(SeqCst), 1, "a poisoned task does not run");
+}
+
+#[test]
 fn merge_of_nothing_or_triggered_events_is_triggered() {
     assert!(Event::merge(&[]).has_triggered());
     let e = Event::merge(&[Event::triggered(), Event::triggered()]);

@@ -456,7 +456,7 @@ impl Program {
         &mut self,
         placement: Placement,
         declared: &[Declared],
-        job: Job,
+        job: impl FnOnce() + Send + 'static,
         after: Option<&Event>,
     ) {
         let mut deps = std::mem::take(&mut self.deps);
@@ -515,7 +515,7 @@ impl Program {
             self.flush_auto();
         }
         check(self.id, declared);
-        self.analyse_after(placement, declared, Box::new(job), after);
+        self.analyse_after(placement, declared, job, after);
         let auto = self.auto.as_mut().expect("automatic tracing is on");
         if let Some(prediction) = auto.detector.observe(hash, true) {
             self.traces.begin(prediction.id).expect("no trace is open");
@@ -682,7 +682,7 @@ impl Program {
             self.launch_auto(kind, placement, &declared, job, after);
         } else {
             check(self.id, &declared);
-            self.analyse_after(placement, &declared, Box::new(job), after);
+            self.analyse_after(placement, &declared, job, after);
         }
         self.declared = declared;
         crate::relax();

@@ -19,12 +19,13 @@ use crate::sync::{AtomicBool, Ordering};
 use crossbeam_deque::{Injector, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use idle::Idle;
+use smallvec::SmallVec;
 use std::panic::Location;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 pub(crate) use task::Finish;
-use task::{Job, TaskNode};
+use task::TaskNode;
 use worker::Task;
 
 /// State shared by the workers and every handle.
@@ -340,7 +341,7 @@ impl Handle {
         preconditions: &[Event],
         task: impl FnOnce() + Send + 'static,
     ) -> Event {
-        self.launch_job(placement, preconditions, Box::new(task), None, None)
+        self.launch_job(placement, preconditions, task, None, None)
     }
 
     /// Like [`launch`](Self::launch), with a name that errors about the task will show.
@@ -352,13 +353,7 @@ impl Handle {
         preconditions: &[Event],
         task: impl FnOnce() + Send + 'static,
     ) -> Event {
-        self.launch_job(
-            placement,
-            preconditions,
-            Box::new(task),
-            None,
-            Some(name.into()),
-        )
+        self.launch_job(placement, preconditions, task, None, Some(name.into()))
     }
 
     /// Wakes the workers that are parked, so that they poll the runtime's [`Poller`]s
@@ -407,7 +402,7 @@ impl Handle {
         &self,
         placement: Placement,
         preconditions: &[Event],
-        job: Job,
+        job: impl FnOnce() + Send + 'static,
         scope: Option<Arc<dyn Finish>>,
         name: Option<String>,
     ) -> Event {
@@ -418,17 +413,26 @@ impl Handle {
                 self.workers()
             );
         }
+        // Only pending preconditions, each once: an analysis hands the same task in several
+        // roles (the writer of one input and a reader of the output's last version), and a
+        // subscription costs an allocation and two counted references.
+        let mut wait: SmallVec<[&Event; 8]> = SmallVec::new();
+        for e in preconditions {
+            if !e.state().succeeded() && !wait.iter().any(|w| w.ptr_eq(e)) {
+                wait.push(e);
+            }
+        }
         let node = Arc::new(TaskNode::new(
             self.shared.clone(),
             placement,
-            preconditions.len(),
+            wait.len(),
             job,
             scope,
             name,
             Location::caller(),
         ));
         let event = node.event();
-        for e in preconditions {
+        for e in wait {
             e.state().subscribe(node.clone());
         }
         node.arrive(&Ok(()));

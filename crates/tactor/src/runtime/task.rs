@@ -18,14 +18,14 @@ pub enum Placement {
     Worker(usize),
 }
 
-pub(crate) type Job = Box<dyn FnOnce() + Send>;
-
-pub(crate) struct TaskNode {
+/// A launched task. The closure is its last field, stored in the node (one allocation per
+/// launch, with the completion event embedded too); queues hold nodes of any closure as
+/// `TaskNode<dyn Body>`.
+pub(crate) struct TaskNode<J: ?Sized = dyn Body> {
     /// Untriggered preconditions, plus one token held by `launch` until it has subscribed to
     /// all of them.
     count: Countdown,
-    job: UnsafeCell<Option<Job>>,
-    /// The task's completion event, embedded: one allocation per launch.
+    /// The task's completion event.
     state: EventState,
     /// Told when the task has finished (the scope it was launched in).
     scope: Option<Arc<dyn Finish>>,
@@ -33,6 +33,7 @@ pub(crate) struct TaskNode {
     name: Option<String>,
     launched_at: &'static Location<'static>,
     pub(crate) shared: Arc<Shared>,
+    job: J,
 }
 
 /// What a task tells the group it was launched in (a scope) when it has finished. The task
@@ -42,32 +43,68 @@ pub(crate) trait Finish: Send + Sync {
     fn task_done(&self, outcome: &Outcome);
 }
 
-// SAFETY: `job` is touched only by `take_job`, which the countdown lets exactly one thread
-// reach (the last arrival, then the one worker that dequeues the node, in sequence); the
-// closure itself is `Send`.
-unsafe impl Send for TaskNode {}
-// SAFETY: as above; every other field is `Sync`.
-unsafe impl Sync for TaskNode {}
+/// A task's closure inside its node, taken at most once: called, or dropped unrun.
+pub(crate) trait Body: Send + Sync {
+    /// Calls the closure if it is still there; returns whether it was.
+    ///
+    /// # Safety
+    /// No other thread touches the closure meanwhile (see [`Once`]'s `Sync`).
+    unsafe fn call(&self) -> bool;
 
-impl TaskNode {
+    /// Drops the closure if it is still there.
+    ///
+    /// # Safety
+    /// As for [`call`](Body::call).
+    unsafe fn discard(&self);
+}
+
+/// The closure of a task node, until taken.
+pub(crate) struct Once<F>(UnsafeCell<Option<F>>);
+
+// SAFETY: the cell is touched only through `Body`, whose callers (`TaskNode::run` and
+// `abandon`) are reached by one thread at a time: the countdown lets exactly one arrival
+// through (the last), which schedules the node or abandons it, and the one worker that
+// dequeues it runs it, in sequence through the queue; shutdown cancels a node only once
+// it is out of every queue. The closure itself is `Send`.
+unsafe impl<F: Send> Sync for Once<F> {}
+
+impl<F: FnOnce() + Send> Body for Once<F> {
+    unsafe fn call(&self) -> bool {
+        // SAFETY: by the contract, this thread alone reaches the cell now.
+        match unsafe { (*self.0.get()).take() } {
+            Some(f) => {
+                f();
+                true
+            }
+            None => false,
+        }
+    }
+
+    unsafe fn discard(&self) {
+        // SAFETY: as in `call`.
+        drop_quietly(unsafe { (*self.0.get()).take() });
+    }
+}
+
+impl<F: FnOnce() + Send + 'static> TaskNode<Once<F>> {
     pub(crate) fn new(
         shared: Arc<Shared>,
         placement: Placement,
         preconditions: usize,
-        job: Job,
+        job: F,
         scope: Option<Arc<dyn Finish>>,
         name: Option<String>,
         launched_at: &'static Location<'static>,
-    ) -> TaskNode {
+    ) -> Self {
         TaskNode {
             count: Countdown::new(preconditions + 1),
-            job: UnsafeCell::new(Some(job)),
             state: EventState::new(),
             scope,
             placement,
             name,
             launched_at,
             shared,
+            job: Once(UnsafeCell::new(Some(job))),
         }
     }
 
@@ -76,6 +113,17 @@ impl TaskNode {
         Event(self.clone())
     }
 
+    /// One precondition (or the launch token) arrived.
+    pub(crate) fn arrive(self: Arc<Self>, outcome: &Outcome) {
+        match self.count.arrive(outcome) {
+            None => {}
+            Some(Ok(())) => super::schedule(self),
+            Some(Err(f)) => self.abandon(f),
+        }
+    }
+}
+
+impl<J: Body + ?Sized> TaskNode<J> {
     /// Triggers the task's event, then tells its scope.
     fn finish(&self, outcome: Outcome) {
         let _ = self.state.trigger(outcome.clone());
@@ -91,18 +139,16 @@ impl TaskNode {
         }
     }
 
-    fn take_job(&self) -> Option<Job> {
-        // SAFETY: see the `Send` impl: one thread at a time, and only after the countdown
-        // reached zero (or on the runner, after the scheduler's hand-off through a queue).
-        unsafe { (*self.job.get()).take() }
-    }
-
     /// Runs the task on the calling worker and triggers its event. The closure is consumed
     /// before the event triggers, so whatever it borrowed is released by then.
     pub(crate) fn run(self: Arc<Self>) {
-        let job = self.take_job().expect("a task runs once");
-        let outcome = match catch_unwind(AssertUnwindSafe(job)) {
-            Ok(()) => Ok(()),
+        // SAFETY: the worker that dequeued the node is the one thread that reaches it now
+        // (see `Once`).
+        let outcome = match catch_unwind(AssertUnwindSafe(|| unsafe { self.job.call() })) {
+            Ok(ran) => {
+                assert!(ran, "a task runs once");
+                Ok(())
+            }
             Err(payload) => {
                 let message = panic_message(payload.as_ref());
                 // A payload whose own `Drop` panics must not take the worker down.
@@ -120,7 +166,9 @@ impl TaskNode {
     /// captured value whose `Drop` panics is caught here: the event is poisoned all the same
     /// and the worker (or the thread that triggered the failure) goes on.
     pub(crate) fn abandon(&self, failure: Arc<Failure>) {
-        drop_quietly(self.take_job());
+        // SAFETY: called by the last arrival (which did not schedule the node) or on a node
+        // taken out of its queue at shutdown: one thread (see `Once`).
+        unsafe { self.job.discard() };
         self.finish(Err(failure));
     }
 
@@ -131,24 +179,15 @@ impl TaskNode {
             cause: Cause::Cancelled,
         }));
     }
-
-    /// One precondition (or the launch token) arrived.
-    pub(crate) fn arrive(self: Arc<Self>, outcome: &Outcome) {
-        match self.count.arrive(outcome) {
-            None => {}
-            Some(Ok(())) => super::schedule(self),
-            Some(Err(f)) => self.abandon(f),
-        }
-    }
 }
 
-impl Source for TaskNode {
+impl<J: Body + ?Sized + 'static> Source for TaskNode<J> {
     fn state(&self) -> &EventState {
         &self.state
     }
 }
 
-impl Notify for TaskNode {
+impl<F: FnOnce() + Send + 'static> Notify for TaskNode<Once<F>> {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
         self.arrive(outcome);
     }
