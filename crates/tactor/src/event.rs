@@ -34,9 +34,52 @@ pub(crate) trait Notify: Send + Sync {
     fn notify(self: Arc<Self>, outcome: &Outcome);
 }
 
-struct Waiter {
+/// An entry of an event's waiter list: a box of its own ([`EventState::subscribe`]), or a
+/// [`Link`] embedded in the thing it notifies ([`EventState::subscribe_in`]), which saves a
+/// task its allocations per precondition (and the frees on the triggering thread).
+pub(crate) struct Waiter {
     next: *mut Waiter,
-    target: Arc<dyn Notify>,
+    /// Taken when the waiter is told (or its event dropped).
+    target: Option<Arc<dyn Notify>>,
+    /// Freed once told; else the memory belongs to `target`.
+    boxed: bool,
+}
+
+/// Room for one waiter, embedded in what it notifies (a task node has a few).
+pub(crate) struct Link(std::cell::UnsafeCell<Waiter>);
+
+// SAFETY: a link is reached by the one thread that subscribes it until its push publishes
+// it, then only by the one thread whose swap took the event's list (or by the event's drop),
+// which hands the target on and never touches the link again.
+unsafe impl Sync for Link {}
+// SAFETY: as for `Sync`; its target is `Send + Sync`.
+unsafe impl Send for Link {}
+
+impl Link {
+    pub(crate) const fn new() -> Link {
+        Link(std::cell::UnsafeCell::new(Waiter {
+            next: ptr::null_mut(),
+            target: None,
+            boxed: false,
+        }))
+    }
+}
+
+/// Takes the waiter at `w` apart: its successor and its target, freeing it if boxed.
+///
+/// # Safety
+/// The caller owns `w` (it is no longer reachable from any list), and `w` holds its target.
+unsafe fn take(w: *mut Waiter) -> (*mut Waiter, Arc<dyn Notify>) {
+    // SAFETY: owned (the contract); the target (which may own the link's memory) is moved
+    // out last, and the link is not touched after that.
+    unsafe {
+        let next = (*w).next;
+        let target = (*w).target.take().expect("a listed waiter has its target");
+        if (*w).boxed {
+            drop(Box::from_raw(w));
+        }
+        (next, target)
+    }
 }
 
 const OK: *mut Waiter = ptr::without_provenance_mut(1);
@@ -94,12 +137,46 @@ impl EventState {
 
     /// Has `target` notified when the event triggers, or right now (on this thread) if it has.
     pub(crate) fn subscribe(&self, target: Arc<dyn Notify>) {
-        let mut h = self.head.load(Ordering::Acquire);
-        if terminal(h) {
-            return target.notify(&self.outcome().expect("terminal"));
+        if let Some(outcome) = self.outcome() {
+            return target.notify(&outcome);
         }
-        let node = Box::into_raw(Box::new(Waiter { next: h, target }));
+        let node = Box::into_raw(Box::new(Waiter {
+            next: ptr::null_mut(),
+            target: Some(target),
+            boxed: true,
+        }));
+        // SAFETY: a fresh box, ours until published.
+        unsafe { self.push(node) }
+    }
+
+    /// [`subscribe`](Self::subscribe) with the waiter in `link`, which `target` owns: no
+    /// allocation.
+    ///
+    /// # Safety
+    /// `link` is in no list (each link of a task node is subscribed once), and its memory
+    /// stays valid as long as `target`'s referent does (it is embedded in it).
+    pub(crate) unsafe fn subscribe_in(&self, link: &Link, target: Arc<dyn Notify>) {
+        let node = link.0.get();
+        // SAFETY: unlisted (the contract): this thread alone reaches it.
+        unsafe {
+            (*node).target = Some(target);
+            (*node).boxed = false;
+            self.push(node);
+        }
+    }
+
+    /// Publishes `node` on the list, or tells its target at once if the event triggered.
+    ///
+    /// # Safety
+    /// `node` holds its target and is ours: in no list, valid while its target lives.
+    unsafe fn push(&self, node: *mut Waiter) {
+        let mut h = self.head.load(Ordering::Acquire);
         loop {
+            if terminal(h) {
+                // SAFETY: never published; we own it.
+                let (_, target) = unsafe { take(node) };
+                return target.notify(&self.outcome().expect("terminal"));
+            }
             // SAFETY: `node` is ours until the CAS below publishes it.
             unsafe { (*node).next = h };
             match self
@@ -107,11 +184,6 @@ impl EventState {
                 .compare_exchange_weak(h, node, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => return,
-                Err(now) if terminal(now) => {
-                    // SAFETY: the CAS failed, so `node` was never published; we own it.
-                    let w = unsafe { Box::from_raw(node) };
-                    return w.target.notify(&self.outcome().expect("terminal"));
-                }
                 Err(now) => h = now,
             }
         }
@@ -166,10 +238,10 @@ impl EventState {
             };
         }
         while !fifo.is_null() {
-            // SAFETY: as above; each node is freed exactly once, here.
-            let w = unsafe { Box::from_raw(fifo) };
-            fifo = w.next;
-            w.target.notify(&outcome);
+            // SAFETY: as above; each node is taken apart exactly once, here.
+            let (next, target) = unsafe { take(fifo) };
+            fifo = next;
+            target.notify(&outcome);
         }
     }
 }
@@ -178,9 +250,11 @@ impl Drop for EventState {
     fn drop(&mut self) {
         let mut list = self.head.load(Ordering::Acquire);
         while !terminal(list) && !list.is_null() {
-            // SAFETY: `&mut self`: nobody else can reach the list any more.
-            let w = unsafe { Box::from_raw(list) };
-            list = w.next;
+            // SAFETY: `&mut self`: nobody else can reach the list any more. Dropping the
+            // target may free the link's memory; `take` read the successor first.
+            let (next, target) = unsafe { take(list) };
+            list = next;
+            drop(target);
         }
     }
 }

@@ -8,7 +8,7 @@
 //! (push, then wake; announce, then re-check, then park) is modelled with a locked queue.
 
 use crate::countdown::{Countdown, Outcome};
-use crate::event::{Event, EventState, Notify};
+use crate::event::{Event, EventState, Link, Notify};
 use crate::failure::Failure;
 use crate::runtime::idle::Idle;
 use crate::sync::{self, lock, AtomicUsize, Mutex, Ordering};
@@ -43,6 +43,61 @@ fn loom_subscribe_racing_trigger_notifies_exactly_once() {
         assert_eq!(c1.0.load(Ordering::SeqCst), 1);
         assert_eq!(c2.0.load(Ordering::SeqCst), 1);
         assert_eq!(*lock(&c1.1), Some(true));
+    });
+}
+
+/// Something notified through links embedded in itself, as a task node is.
+struct Linked {
+    links: [Link; 2],
+    told: AtomicUsize,
+}
+
+impl Notify for Linked {
+    fn notify(self: Arc<Self>, _: &Outcome) {
+        self.told.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn loom_embedded_links_racing_triggers_are_each_told_once_and_freed() {
+    loom::model(|| {
+        let (a, b) = (Arc::new(EventState::new()), Arc::new(EventState::new()));
+        let me = Arc::new(Linked {
+            links: [Link::new(), Link::new()],
+            told: AtomicUsize::new(0),
+        });
+        let (a2, b2) = (a.clone(), b.clone());
+        let ta = thread::spawn(move || a2.trigger(Ok(())).unwrap());
+        let tb = thread::spawn(move || b2.trigger(Ok(())).unwrap());
+        // SAFETY: each link is subscribed once, and lives in `me`, which the Arc keeps.
+        unsafe {
+            a.subscribe_in(&me.links[0], me.clone());
+            b.subscribe_in(&me.links[1], me.clone());
+        }
+        ta.join().unwrap();
+        tb.join().unwrap();
+        assert_eq!(me.told.load(Ordering::SeqCst), 2);
+        // Every reference a link held was handed on and dropped: none is left in a list.
+        assert_eq!(Arc::strong_count(&me), 1);
+    });
+}
+
+#[test]
+fn loom_an_event_dropped_untriggered_releases_the_links_it_holds() {
+    loom::model(|| {
+        let e = Arc::new(EventState::new());
+        let me = Arc::new(Linked {
+            links: [Link::new(), Link::new()],
+            told: AtomicUsize::new(0),
+        });
+        // SAFETY: as above.
+        unsafe { e.subscribe_in(&me.links[0], me.clone()) };
+        let e2 = e.clone();
+        let t = thread::spawn(move || drop(e2));
+        drop(e);
+        t.join().unwrap();
+        assert_eq!(me.told.load(Ordering::SeqCst), 0);
+        assert_eq!(Arc::strong_count(&me), 1);
     });
 }
 

@@ -432,9 +432,7 @@ impl Handle {
             Location::caller(),
         ));
         let event = node.event();
-        for e in wait {
-            e.state().subscribe(node.clone());
-        }
+        node.wait_for(&wait);
         node.arrive(&Ok(()));
         event
     }
