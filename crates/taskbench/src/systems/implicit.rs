@@ -160,6 +160,10 @@ struct Ctx {
     error: ErrorSlot,
     /// On several ranks: the cross-rank edges, and per graph this rank's points.
     ranks: Option<(Arc<Remote>, Vec<Cut>)>,
+    /// Other workers of this process read the outputs: claim and share their lines (as
+    /// `compiled` and `tasks` do, see [`super::run_shared_task`]); with one worker the hints
+    /// only push out lines that this core reads next.
+    shared: bool,
 }
 
 /// A point's inputs: reads of its dependencies' outputs.
@@ -440,7 +444,9 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
     }
     let (gi, p) = (me.graph as usize, me.point);
     let (output, scratch) = me.output_and_scratch();
-    tactor::hint::claim(output);
+    if ctx.shared {
+        tactor::hint::claim(output);
+    }
     let r = run_inputs(
         &ctx.plans[gi],
         t,
@@ -449,7 +455,9 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
         scratch,
         inputs.iter().map(Point::output),
     );
-    tactor::hint::share(output);
+    if ctx.shared {
+        tactor::hint::share(output);
+    }
     if let Err(e) = r {
         ctx.error.record(e);
     }
@@ -812,6 +820,7 @@ impl System for Implicit {
             }),
             plans,
             error: ErrorSlot::new(remote.clone()),
+            shared: cfg.workers > 1,
         };
         let first = State::new(ctx, &rt.handle(), self.style);
         let ctx = first.table.ctx.clone();

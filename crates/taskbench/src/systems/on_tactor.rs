@@ -5,7 +5,7 @@
 use super::remote::{Cut, Remote};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{run_shared_task, RunConfig, RunError};
+use super::{run_shared_task, run_task, RunConfig, RunError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -40,6 +40,10 @@ pub struct Graph {
     pub rows: [Slots; 2],
     pub scratch: [Slots; 2],
     pub cut: Cut,
+    /// Other workers of this process read the outputs: claim and share their lines
+    /// ([`run_shared_task`]). With one worker every reader is on this core, where the
+    /// hints only push a line out that the next reader then fetches back.
+    shared: bool,
 }
 
 impl Graph {
@@ -55,6 +59,7 @@ impl Graph {
             ],
             scratch: [scratch(), scratch()],
             cut: Cut::new(&plan, place, rank),
+            shared: place.workers > 1,
             plan,
         }
     }
@@ -86,7 +91,12 @@ impl Graph {
         // SAFETY: slot `d` of the previous row holds `(t-1, d)`'s output and is not written
         // while this task runs, by this function's contract.
         let input = |d: i64| unsafe { prev.read(d as usize) };
-        if let Err(e) = run_shared_task(&self.plan, t, p, out, scratch, input) {
+        let r = if self.shared {
+            run_shared_task(&self.plan, t, p, out, scratch, input)
+        } else {
+            run_task(&self.plan, t, p, out, scratch, input)
+        };
+        if let Err(e) = r {
             error.record(e);
         }
     }
