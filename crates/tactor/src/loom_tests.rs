@@ -58,14 +58,18 @@ impl Notify for Linked {
     }
 }
 
+fn linked() -> Arc<Linked> {
+    Arc::new(Linked {
+        links: [Link::new(), Link::new()],
+        told: AtomicUsize::new(0),
+    })
+}
+
 #[test]
 fn loom_embedded_links_racing_triggers_are_each_told_once_and_freed() {
     loom::model(|| {
         let (a, b) = (Arc::new(EventState::new()), Arc::new(EventState::new()));
-        let me = Arc::new(Linked {
-            links: [Link::new(), Link::new()],
-            told: AtomicUsize::new(0),
-        });
+        let me = linked();
         let (a2, b2) = (a.clone(), b.clone());
         let ta = thread::spawn(move || a2.trigger(Ok(())).unwrap());
         let tb = thread::spawn(move || b2.trigger(Ok(())).unwrap());
@@ -86,10 +90,7 @@ fn loom_embedded_links_racing_triggers_are_each_told_once_and_freed() {
 fn loom_an_event_dropped_untriggered_releases_the_links_it_holds() {
     loom::model(|| {
         let e = Arc::new(EventState::new());
-        let me = Arc::new(Linked {
-            links: [Link::new(), Link::new()],
-            told: AtomicUsize::new(0),
-        });
+        let me = linked();
         // SAFETY: as above.
         unsafe { e.subscribe_in(&me.links[0], me.clone()) };
         let e2 = e.clone();

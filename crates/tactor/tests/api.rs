@@ -35,13 +35,11 @@ fn a_task_runs_after_its_preconditions_and_on_its_worker() {
     );
 }
 
-#[test]
-fn user_events_hold_tasks_until_triggered_and_trigger_only_once() {
-    let rt = rt(2);
-    let go = UserEvent::new();
-    let ran = Arc::new(AtomicUsize::new(0));
+/// Launches a task counting its runs in `ran` after `pre`, which `go` holds back; checks it
+/// has not run, triggers `go` and checks it ran once. Returns the task's event.
+fn held_until(rt: &Runtime, go: &UserEvent, pre: &[Event], ran: &Arc<AtomicUsize>) -> Event {
     let r = ran.clone();
-    let t = rt.launch(Placement::Any, &[go.event()], move || {
+    let t = rt.launch(Placement::Any, pre, move || {
         r.fetch_add(1, SeqCst);
     });
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -50,6 +48,15 @@ fn user_events_hold_tasks_until_triggered_and_trigger_only_once() {
     go.trigger().unwrap();
     t.wait().unwrap();
     assert_eq!(ran.load(SeqCst), 1);
+    t
+}
+
+#[test]
+fn user_events_hold_tasks_until_triggered_and_trigger_only_once() {
+    let rt = rt(2);
+    let go = UserEvent::new();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let t = held_until(&rt, &go, &[go.event()], &ran);
     assert_eq!(go.trigger(), Err(tactor::AlreadyTriggered));
     assert_eq!(go.poison("late"), Err(tactor::AlreadyTriggered));
     assert_eq!(t.try_outcome(), Some(Ok(())));
@@ -62,18 +69,9 @@ fn a_precondition_named_twice_or_already_triggered_is_waited_for_once() {
     let rt = rt(2);
     let go = UserEvent::new();
     let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
     let done = Event::triggered();
     let pre = [go.event(), done.clone(), go.event(), done, go.event()];
-    let t = rt.launch(Placement::Any, &pre, move || {
-        r.fetch_add(1, SeqCst);
-    });
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    assert_eq!(ran.load(SeqCst), 0);
-    assert!(!t.has_triggered());
-    go.trigger().unwrap();
-    t.wait().unwrap();
-    assert_eq!(ran.load(SeqCst), 1);
+    held_until(&rt, &go, &pre, &ran);
 
     // A poisoned precondition is never skipped as "triggered", however often it is named.
     let bad = UserEvent::new();
