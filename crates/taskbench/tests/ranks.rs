@@ -255,6 +255,20 @@ fn a_corrupted_message_fails_validation_on_the_receiving_rank() {
 }
 
 #[test]
+fn a_slow_rank_is_waited_for_and_every_rank_validates() {
+    // The receivers of the message held back poll for it a while, then wait on an event
+    // (`compiled` suspends the vertex that takes it): the job ends normally.
+    for (system, workers) in RANK_SYSTEMS.iter().flat_map(|s| [(s, 1), (s, 2)]) {
+        let args =
+            format!("-steps 50 -width 4 -type stencil_1d -worker {workers} -system {system}");
+        let o = run(2, &args, &[("TASKBENCH_FAULT", "0:slow")]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{system}: {err}");
+        assert_eq!(number(&out, "Total Tasks"), 200, "{system}: {out}");
+    }
+}
+
+#[test]
 fn a_panicking_rank_ends_the_job() {
     for system in RANK_SYSTEMS {
         let msg = fault(system, "panic", 1);

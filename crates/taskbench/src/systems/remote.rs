@@ -29,6 +29,13 @@ use taskbench_core::plan::Plan;
 /// Bytes before the outputs: stream, output count, timestep.
 const HEADER: usize = 16;
 
+/// Network polls a [`Remote::pull`] makes before it waits on an event instead: a message
+/// usually comes within a microsecond, a few polls; 1024 polls took 40–100 µs here.
+const PULL_POLLS: u32 = 1024;
+
+/// The timestep whose message a `slow` rank holds back ([`Fault::Slow`]).
+const SLOW_AT: i64 = 20;
+
 /// A message: (stream, timestep of the outputs, source rank). A stream is a graph (`tasks`),
 /// or the graphs a `compiled` chain runs together.
 pub type Key = (u32, i64, usize);
@@ -312,6 +319,41 @@ impl Remote {
         Ok(&data[HEADER..])
     }
 
+    /// Waits for message `key` and takes it: polls the network for it a while, then waits on
+    /// an event it triggers (a worker goes on with other work meanwhile). `Err` with the cause
+    /// once another rank failed (or this one gave up).
+    pub fn pull(&self, key: Key) -> Result<Vec<u8>, String> {
+        for _ in 0..PULL_POLLS {
+            if let Some(taken) = self.take_arrived(key) {
+                return taken;
+            }
+            self.progress();
+        }
+        // Long waits (another rank far behind) must not hold the worker: other chains' work
+        // may be what that rank waits for.
+        let _ = self.arrival(key).wait();
+        self.take_arrived(key)
+            .unwrap_or_else(|| Err("a message's event triggered before it arrived".into()))
+    }
+
+    /// Message `key` if it arrived (removed), the cause if this rank's exchange was
+    /// poisoned, or `None` while it is still to come.
+    fn take_arrived(&self, key: Key) -> Option<Result<Vec<u8>, String>> {
+        let mut e = self.entries();
+        if let Some(why) = &e.poisoned {
+            return Some(Err(why.clone()));
+        }
+        let MapEntry::Occupied(o) = e.map.entry(key) else {
+            return None;
+        };
+        o.get().data.is_some().then(|| {
+            let entry = o.remove();
+            // An event registered by an earlier wait has triggered (the message did it).
+            entry.waiter.open(None);
+            Ok(entry.data.expect("checked"))
+        })
+    }
+
     /// Takes message `key`, which arrived (its event triggered), if it carries `count`
     /// outputs in `len` bytes; otherwise records what is wrong as this rank's failure.
     /// [`Remote::payload`] gives its outputs.
@@ -348,9 +390,13 @@ impl Remote {
             buf.extend_from_slice(o);
         }
         debug_assert_eq!(buf.len(), HEADER + len);
-        if self.fault.is_some() && count > 0 && !self.faulted.swap(true, Ordering::Relaxed) {
+        // A slow rank holds back a message of the middle of the run, when the receiver is
+        // sure to be waiting for it.
+        let due = self.fault != Some(Fault::Slow) || t == SLOW_AT;
+        if self.fault.is_some() && count > 0 && due && !self.faulted.swap(true, Ordering::Relaxed) {
             match self.fault {
                 Some(Fault::Panic) => panic!("injected fault (TASKBENCH_FAULT)"),
+                Some(Fault::Slow) => std::thread::sleep(crate::cluster::SLOW),
                 _ => buf[HEADER] ^= 1,
             }
         }

@@ -258,6 +258,9 @@ impl System for Bsp {
                     if fault == Some(Fault::Panic) {
                         panic!("injected fault (TASKBENCH_FAULT)");
                     }
+                    if fault == Some(Fault::Slow) {
+                        std::thread::sleep(crate::cluster::SLOW);
+                    }
                     let corrupt = fault == Some(Fault::Corrupt);
                     let lists = (graphs.as_slice(), &classes);
                     ranks::scatter(ex, st, lists, place, (pass, t, w), corrupt);

@@ -117,16 +117,42 @@ impl Shared {
     /// Copies the outputs of `points` at `t`, sent by rank `src` and found in slot `k` of the
     /// instance's inbox, into their rows.
     fn receive(&self, args: &Args, k: usize, t: i64, src: usize, points: &[(usize, i64)]) {
+        let data = args
+            .inbox
+            .get(k)
+            .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
+        self.fill(data, t, src, points);
+    }
+
+    /// Takes the outputs of `points` at `t` from rank `src` off the network, waiting for
+    /// them, and copies them into their rows: the receive of the one vertex that reads them,
+    /// at its start. Its instance does not wait for the message as a precondition — the
+    /// inlet, inbox slot and mailbox hops were most of what this rank's step cost beyond
+    /// `bsp`'s — and the vertex polls for it like `bsp` does. If another rank failed it
+    /// does not return: the vertex fails with that cause (no validation error for inputs
+    /// that never came), and its instance runs nothing more.
+    fn pull(&self, t: i64, src: usize, points: &[(usize, i64)]) {
+        let remote = self
+            .remote
+            .as_ref()
+            .expect("receives exist on several ranks only");
+        let key = (self.stream[points[0].0], t, src);
+        match remote.pull(key) {
+            Ok(data) => self.fill(Some(data), t, src, points),
+            // `resume_unwind`: no panic hook (which would report this rank as the failure).
+            Err(why) => std::panic::resume_unwind(Box::new(why)),
+        }
+    }
+
+    /// Copies a message's outputs into their rows (see [`Shared::receive`]), or records what
+    /// is wrong with it as this rank's failure.
+    fn fill(&self, data: Option<Vec<u8>>, t: i64, src: usize, points: &[(usize, i64)]) {
         let remote = self
             .remote
             .as_ref()
             .expect("receives exist on several ranks only");
         let (count, len) = self.size(points);
         let key = (self.stream[points[0].0], t, src);
-        let data = args
-            .inbox
-            .get(k)
-            .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
         let Some(payload) = remote.check(key, data.as_deref(), count, len) else {
             return;
         };
