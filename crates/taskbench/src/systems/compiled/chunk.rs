@@ -237,11 +237,7 @@ fn build_as(
             let mut readers = vertices.iter().filter(|(_, items)| reads(items));
             match (readers.next(), readers.next()) {
                 (Some((&key, _)), None) => {
-                    let inlet = (!pull).then(|| {
-                        let k = receives.len();
-                        receives.push((m.i, m.src));
-                        (b.precondition(), k)
-                    });
+                    let inlet = (!pull).then(|| next_inlet(&mut b, &mut receives, &m));
                     fused_in.entry(key).or_default().push((m, inlet));
                 }
                 _ => receive_vertex(
@@ -401,6 +397,18 @@ fn build_as(
     }))
 }
 
+/// The precondition message `m` opens and its inbox slot: the next of each. Preconditions and
+/// `receives` grow together, so the `k`-th inlet of an instance fills slot `k`.
+fn next_inlet(
+    b: &mut SubgraphBuilder<Args>,
+    receives: &mut Vec<(i64, usize)>,
+    m: &Pending,
+) -> (PreId, usize) {
+    let k = receives.len();
+    receives.push((m.i, m.src));
+    (b.precondition(), k)
+}
+
 /// A vertex of its own for message `m`: after its precondition (the next external one; its
 /// inbox slot is the next in `receives`) and the readers of the slots it fills, on the worker
 /// nearest that rank's points.
@@ -415,9 +423,7 @@ fn receive_vertex(
     m: Pending,
     receives: &mut Vec<(i64, usize)>,
 ) {
-    let pre = b.precondition();
-    let k = receives.len();
-    receives.push((m.i, m.src));
+    let (pre, k) = next_inlet(b, receives, &m);
     let worker = {
         let (j, d) = m.items[0];
         let data = &sh.graphs[members[j]];

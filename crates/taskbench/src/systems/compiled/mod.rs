@@ -20,7 +20,7 @@
 mod chunk;
 
 use super::on_tactor::{self, ErrorSlot, Graph};
-use super::remote::{Inbox, Remote};
+use super::remote::{Inbox, Key, Remote};
 use super::team::Pass;
 use super::{check_workers, footprint, RunConfig, RunError, System};
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ impl Shared {
             .inbox
             .get(k)
             .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
-        self.fill(data, t, src, points);
+        self.fill(data, (self.stream[points[0].0], t, src), points);
     }
 
     /// Takes the outputs of `points` at `t` from rank `src` off the network, waiting for
@@ -138,7 +138,7 @@ impl Shared {
             .expect("receives exist on several ranks only");
         let key = (self.stream[points[0].0], t, src);
         match remote.pull(key) {
-            Ok(data) => self.fill(Some(data), t, src, points),
+            Ok(data) => self.fill(Some(data), key, points),
             // `resume_unwind`: no panic hook (which would report this rank as the failure).
             Err(why) => std::panic::resume_unwind(Box::new(why)),
         }
@@ -146,13 +146,13 @@ impl Shared {
 
     /// Copies a message's outputs into their rows (see [`Shared::receive`]), or records what
     /// is wrong with it as this rank's failure.
-    fn fill(&self, data: Option<Vec<u8>>, t: i64, src: usize, points: &[(usize, i64)]) {
+    fn fill(&self, data: Option<Vec<u8>>, key: Key, points: &[(usize, i64)]) {
         let remote = self
             .remote
             .as_ref()
             .expect("receives exist on several ranks only");
         let (count, len) = self.size(points);
-        let key = (self.stream[points[0].0], t, src);
+        let t = key.1;
         let Some(payload) = remote.check(key, data.as_deref(), count, len) else {
             return;
         };
