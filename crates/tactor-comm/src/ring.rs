@@ -67,6 +67,7 @@ fn record_bytes(len: usize) -> usize {
     RECORD_HEADER + len.next_multiple_of(8)
 }
 
+#[derive(Clone, Copy)]
 struct Region {
     consumed: *const AtomicU64,
     data: *mut u8,
@@ -95,6 +96,12 @@ impl Region {
         // SAFETY: 8-aligned (the region is 64-aligned) and inside the region, which outlives
         // `self`; only ever accessed atomically.
         unsafe { &*self.consumed }
+    }
+
+    /// `n` modulo the capacity (a power of two: a mask, not a division on the polling path).
+    #[inline]
+    fn wrap(&self, n: u64) -> u64 {
+        n & (self.capacity - 1)
     }
 
     /// The header word at `at`.
@@ -145,14 +152,42 @@ impl Producer {
     ///
     /// When `payload` is longer than [`max_payload`] (it would never fit).
     pub fn push(&mut self, port: u16, payload: &[u8]) -> bool {
+        self.push_parts(port, payload.len(), &mut std::iter::once(payload))
+    }
+
+    /// Appends a message of `len` bytes made of `parts` back to back, copied straight into the
+    /// ring (no buffer to build first); `false` when the ring has no room for it now
+    /// (nothing written, `parts` not touched).
+    ///
+    /// # Panics
+    ///
+    /// When `len` is longer than [`max_payload`], or the parts do not add up to `len` bytes
+    /// (then nothing is published).
+    ///
+    /// ```
+    /// use tactor_comm::ring::{region_bytes, Consumer, Line, Producer};
+    ///
+    /// let mut mem = vec![Line::default(); region_bytes(256) / 64];
+    /// let at = mem.as_mut_ptr().cast::<u8>();
+    /// // SAFETY: `mem` is zeroed, aligned, large enough and outlives both ends.
+    /// let (mut tx, mut rx) = unsafe { (Producer::new(at, 256), Consumer::new(at, 256)) };
+    /// let parts: [&[u8]; 2] = [b"head", b"tail"];
+    /// assert!(tx.push_parts(3, 8, &mut parts.into_iter()));
+    /// assert_eq!(rx.pop(), Some((3, b"headtail".to_vec())));
+    /// ```
+    pub fn push_parts(
+        &mut self,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+    ) -> bool {
         let cap = self.region.capacity;
         assert!(
-            payload.len() <= max_payload(cap as usize),
-            "a ring of {cap} bytes cannot take a message of {} bytes",
-            payload.len()
+            len <= max_payload(cap as usize),
+            "a ring of {cap} bytes cannot take a message of {len} bytes"
         );
-        let total = record_bytes(payload.len()) as u64;
-        let offset = self.written % cap;
+        let total = record_bytes(len) as u64;
+        let offset = self.region.wrap(self.written);
         let to_end = cap - offset;
         let padding = if to_end < total { to_end } else { 0 };
         let need = padding + total;
@@ -162,35 +197,43 @@ impl Producer {
                 return false;
             }
         }
-        let mut at = offset;
-        let mut first = None;
-        if padding > 0 {
-            // Published after the message behind it, so the consumer, polling `offset`, sees
-            // both or neither.
-            first = Some(header(
-                padding as u32 - RECORD_HEADER as u32,
-                0,
-                KIND_PADDING,
-            ));
-            at = 0;
+        let at = if padding > 0 { 0 } else { offset };
+        // SAFETY (for the pointer arithmetic below): the record fits between `at` and the end
+        // of the data (`total` ≤ `to_end`, or it starts at 0 and `total` ≤ cap / 4), in bytes
+        // the consumer has released (zero, so the consumer, polling only `offset`, does not
+        // look at them yet); every copy stays inside the record's `len` payload bytes.
+        let payload = unsafe { self.region.data.add(at as usize + RECORD_HEADER) };
+        let mut filled = 0;
+        let mut overrun = false;
+        for part in parts {
+            let end = filled + part.len();
+            if end > len {
+                overrun = true;
+                break;
+            }
+            // SAFETY: bytes `filled..end` of the payload, `end` ≤ `len` (checked above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), payload.add(filled), part.len())
+            };
+            filled = end;
         }
-        // SAFETY: the record fits between `at` and the end of the data (`total` ≤ `to_end`,
-        // or it starts at 0 and `total` ≤ cap / 4), in bytes the consumer has released (zero,
-        // so the consumer, polling only `offset`, does not look at them yet).
+        if overrun || filled != len {
+            // Released bytes must stay zero (see the module docs): the next record lands here.
+            // SAFETY: the `filled` ≤ `len` bytes just written.
+            unsafe { std::ptr::write_bytes(payload, 0, filled) };
+            panic!("a message of {len} bytes was given parts that do not add up to it");
+        }
+        let h = header(len as u32, port, KIND_MESSAGE);
+        // SAFETY: `at` and `offset` are multiples of 8 below the capacity.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                payload.as_ptr(),
-                self.region.data.add(at as usize + RECORD_HEADER),
-                payload.len(),
-            );
-            let h = header(payload.len() as u32, port, KIND_MESSAGE);
-            match first {
-                None => self.region.header(at).store(h, Ordering::Release),
-                Some(pad) => {
-                    self.region.header(at).store(h, Ordering::Relaxed);
-                    // Publishes the padding and, through this release, the message after it.
-                    self.region.header(offset).store(pad, Ordering::Release);
-                }
+            if padding == 0 {
+                self.region.header(at).store(h, Ordering::Release);
+            } else {
+                self.region.header(at).store(h, Ordering::Relaxed);
+                // Published after the message behind it, so the consumer, polling `offset`,
+                // sees both or neither.
+                let pad = header(padding as u32 - RECORD_HEADER as u32, 0, KIND_PADDING);
+                self.region.header(offset).store(pad, Ordering::Release);
             }
         }
         self.written += need;
@@ -200,6 +243,50 @@ impl Producer {
 
 fn header(len: u32, port: u16, kind: u16) -> u64 {
     (len as u64) | ((port as u64) << 32) | ((kind as u64) << 48)
+}
+
+/// Whether a ring's next record has been published, read from any thread: the consumer's
+/// published counter says where the next record starts, and a nonzero header there is one.
+/// A hint, not a promise: a pop racing with the look may already have taken the record, or
+/// the counter read may be stale (then the look says "nothing" until the next look).
+///
+/// ```
+/// use tactor_comm::ring::{region_bytes, Consumer, Line, Producer};
+///
+/// let mut mem = vec![Line::default(); region_bytes(256) / 64];
+/// let at = mem.as_mut_ptr().cast::<u8>();
+/// // SAFETY: `mem` is zeroed, aligned, large enough and outlives both ends and the probe.
+/// let (mut tx, mut rx) = unsafe { (Producer::new(at, 256), Consumer::new(at, 256)) };
+/// let probe = rx.probe();
+/// assert!(!probe.ready());
+/// assert!(tx.push(1, b"x"));
+/// assert!(probe.ready());
+/// rx.pop();
+/// assert!(!probe.ready());
+/// ```
+pub struct Probe {
+    region: Region,
+}
+
+// SAFETY: a probe only loads the region's atomic words (the counter and a header, at an
+// offset masked into the data and aligned to 8), which the region's owner keeps mapped while
+// probes live (the promise made to `Consumer::new`).
+unsafe impl Send for Probe {}
+// SAFETY: as for `Send`: shared probes only load atomics.
+unsafe impl Sync for Probe {}
+
+impl Probe {
+    /// Whether a record (a message or padding) waits at the consumer's published position.
+    #[inline]
+    pub fn ready(&self) -> bool {
+        // Masked and aligned whatever the counter holds (the other process may be faulty).
+        let at = self
+            .region
+            .wrap(self.region.consumed().load(Ordering::Acquire))
+            & !7;
+        // SAFETY: `at` is a multiple of 8 below the capacity.
+        unsafe { self.region.header(at) }.load(Ordering::Acquire) != 0
+    }
 }
 
 /// The reading end of a ring.
@@ -225,6 +312,14 @@ impl Consumer {
         Consumer { region, consumed }
     }
 
+    /// A handle that tells, without this end, whether a message may be waiting: a progress
+    /// loop looks through it first, so that an empty ring costs two loads and no lock.
+    pub fn probe(&self) -> Probe {
+        Probe {
+            region: self.region,
+        }
+    }
+
     /// Takes the oldest message: its port and a copy of its payload.
     ///
     /// # Panics
@@ -234,7 +329,7 @@ impl Consumer {
     pub fn pop(&mut self) -> Option<(u16, Vec<u8>)> {
         let cap = self.region.capacity;
         loop {
-            let at = self.consumed % cap;
+            let at = self.region.wrap(self.consumed);
             // SAFETY: `at` is a multiple of 8 below cap: records are 8-padded and the counter
             // only grows by them.
             let word = unsafe { self.region.header(at) };
@@ -333,6 +428,27 @@ mod tests {
         assert_eq!(rx.pop(), None);
     }
 
+    /// Parts that overrun or fall short of the length given panic before anything is
+    /// published, and leave the ring's released bytes zero: what comes next reads intact.
+    #[test]
+    fn parts_that_do_not_add_up_are_refused_and_leave_the_ring_clean() {
+        let mut mem = region(256);
+        let (mut tx, mut rx) = ends(&mut mem, 256);
+        for parts in [&[&[7u8; 20][..], &[7; 20]][..], &[&[7; 8][..]]] {
+            let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tx.push_parts(1, 24, &mut parts.iter().copied())
+            }));
+            assert!(refused.is_err(), "{} parts accepted", parts.len());
+            assert_eq!(rx.pop(), None);
+        }
+        let parts: [&[u8]; 3] = [&[1, 2], &[], &[3]];
+        assert!(tx.push_parts(4, 3, &mut parts.into_iter()));
+        assert!(tx.push(5, &[9; 16]));
+        assert_eq!(rx.pop(), Some((4, vec![1, 2, 3])));
+        assert_eq!(rx.pop(), Some((5, vec![9; 16])));
+        assert_eq!(rx.pop(), None);
+    }
+
     #[test]
     #[should_panic(expected = "cannot take a message")]
     fn a_message_above_the_limit_is_refused_loudly() {
@@ -376,11 +492,21 @@ mod tests {
                     }
                 }
             });
+            let probe = rx.probe();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
             for i in 0..n {
                 let (port, data) = loop {
-                    if let Some(m) = rx.pop() {
-                        break m;
+                    // Every other message is looked for through the probe first, as a lane's
+                    // progress does: a probe that missed a record would stall here.
+                    if i % 2 == 1 || probe.ready() {
+                        if let Some(m) = rx.pop() {
+                            break m;
+                        }
                     }
+                    assert!(
+                        cfg!(miri) || std::time::Instant::now() < deadline,
+                        "message {i} never seen"
+                    );
                     std::hint::spin_loop();
                 };
                 let len = (i as usize * 13) % 100;

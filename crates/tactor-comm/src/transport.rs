@@ -53,6 +53,36 @@ pub trait Transport: Send + Sync {
         token: Option<u64>,
     ) -> Result<(), CommError>;
 
+    /// Sends a message of `len` bytes made of `parts` back to back, as [`Transport::send`]
+    /// does with them gathered in one buffer (the default builds that buffer). A backend may
+    /// copy the parts straight to where the message travels from, sparing the buffer.
+    ///
+    /// Panics when the parts do not add up to `len` bytes.
+    ///
+    /// ```
+    /// use tactor_comm::{loopback::Loopback, Completion, Transport};
+    ///
+    /// let t = Loopback::world(1, 1).remove(0);
+    /// let parts: [&[u8]; 2] = [b"head", b"tail"];
+    /// t.send_parts(0, 0, 7, 8, &mut parts.into_iter(), None).unwrap();
+    /// t.progress(0);
+    /// match t.completions(0).pop() {
+    ///     Some(Completion::Received(m)) => assert_eq!(m.data, b"headtail"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// ```
+    fn send_parts(
+        &self,
+        channel: usize,
+        dest: usize,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+        token: Option<u64>,
+    ) -> Result<(), CommError> {
+        self.send(channel, dest, port, gather(len, parts), token)
+    }
+
     /// Advances `channel`: completions that happened are pushed to its queue. Returns at once
     /// when another thread is progressing the channel (a try-lock; nobody ever waits for the
     /// network's lock). Returns whether anything completed.
@@ -94,6 +124,22 @@ pub trait Transport: Send + Sync {
 }
 
 /// The checks every backend's [`Transport::send`] makes.
+/// `parts` back to back in one buffer of `len` bytes (with [`crate::buffer`]'s spare room).
+///
+/// Panics when they do not add up to `len`.
+pub(crate) fn gather(len: usize, parts: &mut dyn Iterator<Item = &[u8]>) -> Vec<u8> {
+    let mut data = crate::buffer(len);
+    for p in parts {
+        data.extend_from_slice(p);
+    }
+    assert_eq!(
+        data.len(),
+        len,
+        "a message of {len} bytes was given parts that do not add up to it"
+    );
+    data
+}
+
 pub(crate) fn check_send(
     t: &(impl Transport + ?Sized),
     channel: usize,

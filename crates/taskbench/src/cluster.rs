@@ -152,6 +152,22 @@ impl Cluster {
         }
     }
 
+    /// Sends the `len` bytes of `parts`, back to back, to `port` of rank `dest` (copied
+    /// straight to where the message travels from where the transport can). A send the layer
+    /// refuses ends the job, as for [`Cluster::send`].
+    pub fn send_parts(
+        &self,
+        channel: usize,
+        dest: usize,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+    ) {
+        if let Err(e) = self.net.send_parts(channel, dest, port, len, parts, None) {
+            self.die(&format!("send to rank {dest} failed: {e}"));
+        }
+    }
+
     /// Progresses every channel and hands each message that arrived to `deliver`. `false`
     /// once some rank failed.
     pub fn poll(&self, deliver: &mut dyn FnMut(Message)) -> bool {

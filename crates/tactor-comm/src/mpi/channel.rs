@@ -7,6 +7,7 @@
 //! library is used at `MPI_THREAD_SERIALIZED`).
 
 use super::node::Lane;
+use crate::transport::gather;
 use crate::wire::{Body, Header, HEADER, INLINE_LIMIT};
 use crate::{CommError, Completion, CompletionQueue, Message};
 use crossbeam_queue::SegQueue;
@@ -161,6 +162,28 @@ impl Channel {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed) + self.lane.as_ref().map_or(0, Lane::waiting)
+    }
+
+    /// Starts sending the `len` bytes of `parts` to `dest`'s `port`: straight into `dest`'s
+    /// ring when it is on this node and the message fits inline, else as [`Channel::send`]
+    /// sends them gathered in one buffer.
+    pub fn send_parts(
+        &self,
+        dest: usize,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+        token: Option<u64>,
+    ) -> Result<(), CommError> {
+        if len <= INLINE_LIMIT {
+            if let Some(lane) = &self.lane {
+                if let Some(to) = lane.local(dest) {
+                    lane.send_parts(to, port, len, parts, token, &self.cq);
+                    return Ok(());
+                }
+            }
+        }
+        self.send(dest, port, gather(len, parts), token)
     }
 
     /// Starts sending `data` to `dest`'s `port`: one message when it fits inline, else a header

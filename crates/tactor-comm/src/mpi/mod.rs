@@ -220,6 +220,20 @@ impl Transport for MpiTransport {
         self.channel(channel).send(dest, port, data, token)
     }
 
+    fn send_parts(
+        &self,
+        channel: usize,
+        dest: usize,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+        token: Option<u64>,
+    ) -> Result<(), CommError> {
+        check_send(self, channel, dest, len)?;
+        self.channel(channel)
+            .send_parts(dest, port, len, parts, token)
+    }
+
     #[inline]
     fn progress(&self, channel: usize) -> bool {
         self.channel(channel).progress()

@@ -15,7 +15,8 @@
 //! take its ring, so they stay in order (a ring that is full queues the rest behind it).
 
 use super::channel::check;
-use crate::ring::{self, Consumer, Producer};
+use crate::ring::{self, Consumer, Probe, Producer};
+use crate::transport::gather;
 use crate::{Completion, CompletionQueue, Message, INLINE_LIMIT};
 use crossbeam_queue::SegQueue;
 use mpi::collective::CommunicatorCollectives;
@@ -24,8 +25,8 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::AsRaw;
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use try_lock::{Locked, TryLock};
 
 /// Bytes of one ring's data: room for 4 full inline messages (`ring::max_payload`), and small
 /// enough that a stream of small messages cycles through lines that stay in cache.
@@ -171,19 +172,19 @@ impl Node {
         let inc = (0..n)
             .map(|s| unsafe { Consumer::new(self.ring(channel, self.me, s), CAPACITY) })
             .collect();
+        let inc: Vec<Consumer> = inc;
         Lane {
             whole_job: self.index.iter().all(Option::is_some),
             index: self.index.clone(),
             world: self.world.clone(),
-            out: Mutex::new(Out {
+            out: TryLock::new(Out {
                 rings: out,
                 pending: (0..n).map(|_| VecDeque::new()).collect(),
             }),
             queued: SegQueue::new(),
-            inc: Mutex::new(Incoming {
-                rings: inc,
-                polls: 0,
-            }),
+            probes: inc.iter().map(Consumer::probe).collect(),
+            inc: TryLock::new(inc),
+            polls: AtomicU32::new(0),
             waiting: AtomicUsize::new(0),
         }
     }
@@ -221,35 +222,35 @@ struct Out {
     pending: Vec<VecDeque<Queued>>,
 }
 
-struct Incoming {
-    rings: Vec<Consumer>,
-    /// Progress calls that read the rings, counted per channel (a count per thread would let
-    /// a thread that progresses channels in turn never look at MPI for some of them).
-    polls: u32,
-}
-
 /// One channel's rings: the producing ends (one per node rank) and the consuming ends of the
-/// rings in this rank's part. Each side is try-locked, as the MPI path is.
+/// rings in this rank's part. Each side is try-locked, as the MPI path is, with a lock whose
+/// release is a plain store: a mutex's release is a locked exchange, which waits for the
+/// message just written to reach the other core (its line's ownership) before the sender may
+/// go on — here, to poll for the reply.
 pub(super) struct Lane {
     /// Every rank of the job is on this node: MPI carries only payloads above the inline
     /// limit, so the channel need not look at it at every progress call.
     whole_job: bool,
     index: Vec<Option<usize>>,
     world: Vec<usize>,
-    out: Mutex<Out>,
+    out: TryLock<Out>,
     /// Sends from threads that found `out` locked; whoever takes it next writes them first.
     queued: SegQueue<Queued>,
-    inc: Mutex<Incoming>,
+    /// Looks at the rings of `inc` without taking it: an idle poll takes no lock.
+    probes: Vec<Probe>,
+    inc: TryLock<Vec<Consumer>>,
+    /// Progress calls, counted per channel (a count per thread would let a thread that
+    /// progresses channels in turn never look at MPI for some of them). Loaded and stored, not
+    /// incremented atomically: a count lost to a race only delays a look.
+    polls: AtomicU32,
     /// Messages queued or pending, not in a ring yet.
     waiting: AtomicUsize,
 }
 
-fn try_take<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(TryLockError::WouldBlock) => None,
-        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-    }
+/// The lock if it is free. A panic while it is held releases it (the guard's drop), as a
+/// poisoned mutex taken anyway did: the rings stay consistent through one (see `ring`).
+fn try_take<T>(m: &TryLock<T>) -> Option<Locked<'_, T>> {
+    m.try_lock()
 }
 
 impl Lane {
@@ -300,6 +301,31 @@ impl Lane {
         }
     }
 
+    /// Sends an inline message of `len` bytes made of `parts` to node rank `to`: copied
+    /// straight into its ring when the ring is free to take it now, else gathered into a
+    /// buffer that waits its turn as [`Lane::send`]'s do.
+    pub(super) fn send_parts(
+        &self,
+        to: usize,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+        token: Option<u64>,
+        cq: &CompletionQueue,
+    ) {
+        debug_assert!(len <= INLINE_LIMIT);
+        if let Some(mut out) = try_take(&self.out) {
+            self.write_queued(&mut out, cq);
+            if out.pending[to].is_empty() && out.rings[to].push_parts(port, len, parts) {
+                if let Some(token) = token {
+                    cq.push(Completion::Sent { token });
+                }
+                return;
+            }
+        }
+        self.send(to, port, gather(len, parts), token, cq);
+    }
+
     /// Moves queued sends behind those pending for the same rank, writing what fits.
     fn write_queued(&self, out: &mut Out, cq: &CompletionQueue) -> bool {
         let mut any = false;
@@ -333,11 +359,14 @@ impl Lane {
                 any |= self.write_queued(&mut out, source_cq);
             }
         }
-        let mut look = false;
+        let polls = self.polls.load(Ordering::Relaxed).wrapping_add(1);
+        self.polls.store(polls, Ordering::Relaxed);
+        let look = polls % MPI_EVERY == 0;
+        if !self.probes.iter().any(Probe::ready) {
+            return (any, look);
+        }
         if let Some(mut inc) = try_take(&self.inc) {
-            inc.polls = inc.polls.wrapping_add(1);
-            look = inc.polls % MPI_EVERY == 0;
-            for (s, ring) in inc.rings.iter_mut().enumerate() {
+            for (s, ring) in inc.iter_mut().enumerate() {
                 for _ in 0..BATCH {
                     let Some((port, data)) = ring.pop() else {
                         break;

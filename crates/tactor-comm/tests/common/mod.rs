@@ -113,7 +113,8 @@ pub fn exchange(t: &dyn Transport, threads: usize, per_dest: usize) {
     assert_eq!(max as usize, ranks - 1);
 }
 
-/// Rank 0 sends `count` inline messages of 4 to `4 + spread - 1` bytes, numbered, to rank 1 on channel 0 in one burst (far
+/// Rank 0 sends `count` inline messages of 4 to `4 + spread - 1` bytes, numbered, to rank 1
+/// on channel 0 in one burst, every other one with [`Transport::send_parts`] (far
 /// more than the receives a transport keeps posted) while rank 1 does not progress yet; then
 /// rank 1 checks that they arrive complete and in the order they were sent, as
 /// [`Transport::send`] promises for inline messages between two ranks on one channel.
@@ -123,6 +124,16 @@ pub fn ordered_burst(t: &dyn Transport, count: u32, spread: usize) {
         0 => {
             for seq in 0..count {
                 let len = 4 + (seq as usize * 7919) % spread;
+                if seq % 2 == 1 {
+                    // Every other one as parts, which a transport may copy straight out: the
+                    // two kinds of send must keep one order between them.
+                    let rest = vec![seq as u8; len - 4];
+                    let (a, b) = rest.split_at(rest.len() / 3);
+                    let head = seq.to_le_bytes();
+                    let mut parts = [&head[..], a, b].into_iter();
+                    t.send_parts(0, 1, 5, len, &mut parts, None).unwrap();
+                    continue;
+                }
                 let mut data = tactor_comm::buffer(len);
                 data.extend_from_slice(&seq.to_le_bytes());
                 data.resize(len, seq as u8);

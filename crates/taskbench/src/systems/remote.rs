@@ -19,7 +19,7 @@
 use crate::cluster::{injected_fault, Cluster, Fault, PORT_TACTOR};
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry as MapEntry;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tactor::{Event, Inlet, Poller, UserEvent};
 use tactor_comm::Message;
@@ -202,6 +202,9 @@ struct Entries {
 pub struct Remote {
     cluster: Arc<Cluster>,
     entries: Mutex<Entries>,
+    /// Bumped (inside `entries`' lock) whenever a message is filed or the entries are
+    /// poisoned: a pull polls this counter, not the map, for what other threads delivered.
+    filed: AtomicU64,
     /// A pass is running: idle workers keep polling the network instead of parking.
     running: AtomicBool,
     /// The first message that broke the protocol (a bug, or a corrupted header).
@@ -218,6 +221,7 @@ impl Remote {
         Arc::new(Remote {
             cluster,
             entries: Mutex::default(),
+            filed: AtomicU64::new(0),
             running: AtomicBool::new(false),
             error: Mutex::new(None),
             fault,
@@ -322,12 +326,33 @@ impl Remote {
     /// Waits for message `key` and takes it: polls the network for it a while, then waits on
     /// an event it triggers (a worker goes on with other work meanwhile). `Err` with the cause
     /// once another rank failed (or this one gave up).
+    ///
+    /// The message is usually taken straight from the progress call that brings it in, never
+    /// filed; the map is looked at only when something was filed since the last look (by this
+    /// thread's progress or another's), so an empty poll takes no lock of this rank's.
     pub fn pull(&self, key: Key) -> Result<Vec<u8>, String> {
+        let mut seen = self.filed.load(Ordering::Acquire);
+        if let Some(taken) = self.take_arrived(key) {
+            return taken;
+        }
         for _ in 0..PULL_POLLS {
-            if let Some(taken) = self.take_arrived(key) {
-                return taken;
+            let mut mine = None;
+            self.progress_with(
+                &mut |m| match m.port == PORT_TACTOR && message_key(&m) == Some(key) {
+                    true if mine.is_none() => mine = Some(m.data),
+                    _ => self.deliver(m),
+                },
+            );
+            if let Some(data) = mine {
+                return Ok(data);
             }
-            self.progress();
+            let now = self.filed.load(Ordering::Acquire);
+            if now != seen {
+                seen = now;
+                if let Some(taken) = self.take_arrived(key) {
+                    return taken;
+                }
+            }
         }
         // Long waits (another rank far behind) must not hold the worker: other chains' work
         // may be what that rank waits for.
@@ -382,35 +407,32 @@ impl Remote {
         if self.abandoned.load(Ordering::Relaxed) {
             return;
         }
-        let mut buf = tactor_comm::buffer(HEADER + len);
-        buf.extend_from_slice(&stream.to_le_bytes());
-        buf.extend_from_slice(&(count as u32).to_le_bytes());
-        buf.extend_from_slice(&t.to_le_bytes());
-        for o in outputs {
-            buf.extend_from_slice(o);
-        }
-        debug_assert_eq!(buf.len(), HEADER + len);
+        let mut header = [0u8; HEADER];
+        header[0..4].copy_from_slice(&stream.to_le_bytes());
+        header[4..8].copy_from_slice(&(count as u32).to_le_bytes());
+        header[8..16].copy_from_slice(&t.to_le_bytes());
+        let channel = channel % self.cluster.channels();
+        let mut parts = std::iter::once(&header[..]).chain(outputs.map(|o| o as &[u8]));
         // A slow rank holds back a message of the middle of the run, when the receiver is
         // sure to be waiting for it.
         let due = self.fault != Some(Fault::Slow) || t == SLOW_AT;
         if self.fault.is_some() && count > 0 && due && !self.faulted.swap(true, Ordering::Relaxed) {
+            let mut buf = tactor_comm::buffer(HEADER + len);
+            parts.for_each(|p| buf.extend_from_slice(p));
             match self.fault {
                 Some(Fault::Panic) => panic!("injected fault (TASKBENCH_FAULT)"),
                 Some(Fault::Slow) => std::thread::sleep(crate::cluster::SLOW),
                 _ => buf[HEADER] ^= 1,
             }
+            return self.cluster.send(channel, dest, PORT_TACTOR, buf);
         }
-        let channel = channel % self.cluster.channels();
-        self.cluster.send(channel, dest, PORT_TACTOR, buf);
+        self.cluster
+            .send_parts(channel, dest, PORT_TACTOR, HEADER + len, &mut parts);
     }
 
     /// Files an arrived message under its key and triggers its event.
     fn deliver(&self, m: Message) {
-        let key = (m.data.len() >= HEADER && m.port == PORT_TACTOR).then(|| {
-            let g = u32::from_le_bytes(m.data[0..4].try_into().expect("4 bytes"));
-            let t = i64::from_le_bytes(m.data[8..16].try_into().expect("8 bytes"));
-            (g, t, m.source)
-        });
+        let key = message_key(&m).filter(|_| m.port == PORT_TACTOR);
         let Some(key) = key else {
             return self.protocol_error(format!(
                 "rank {} sent a message no task expects (port {}, {} bytes)",
@@ -433,6 +455,7 @@ impl Remote {
                 }
                 MapEntry::Occupied(mut o) if o.get().waiter.files_data() => {
                     o.get_mut().data = Some(m.data);
+                    self.filed.fetch_add(1, Ordering::Release);
                     (std::mem::take(&mut o.get_mut().waiter), None)
                 }
                 MapEntry::Occupied(o) => (o.remove().waiter, Some(m.data)),
@@ -441,6 +464,7 @@ impl Remote {
                         waiter: Waiter::None,
                         data: Some(m.data),
                     });
+                    self.filed.fetch_add(1, Ordering::Release);
                     return;
                 }
             }
@@ -473,15 +497,20 @@ impl Remote {
     /// precondition. Returns whether some message arrived.
     fn progress(&self) -> bool {
         let mut arrived = false;
-        let alive = self.cluster.poll(&mut |m| {
+        self.progress_with(&mut |m| {
             arrived = true;
             self.deliver(m)
         });
-        if !alive {
+        arrived
+    }
+
+    /// Progresses the network, handing what arrives to `take` (which files what it does not
+    /// keep); on learning that another rank failed, poisons every remote precondition.
+    fn progress_with(&self, take: &mut dyn FnMut(Message)) {
+        if !self.cluster.poll(take) {
             let rank = self.cluster.failed_rank().unwrap_or(usize::MAX);
             self.poison(format!("rank {rank} failed"));
         }
-        arrived
     }
 
     /// Poisons every remote precondition, pending or future, with `why`.
@@ -501,6 +530,7 @@ impl Remote {
                 .collect();
             let pending = keys.iter().filter_map(|k| e.map.remove(k)).collect();
             e.poisoned = Some(why.clone());
+            self.filed.fetch_add(1, Ordering::Release);
             pending
         };
         for entry in pending {
@@ -527,6 +557,14 @@ impl Remote {
     pub fn pending(&self) -> usize {
         self.entries().map.len()
     }
+}
+
+/// The key a message of this protocol carries in its header (`None`: too short to have one).
+fn message_key(m: &Message) -> Option<Key> {
+    let h = m.data.get(..HEADER)?;
+    let g = u32::from_le_bytes(h[0..4].try_into().expect("4 bytes"));
+    let t = i64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+    Some((g, t, m.source))
 }
 
 impl Poller for Remote {
