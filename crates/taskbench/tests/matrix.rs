@@ -56,12 +56,18 @@ fn graph_flags(
 }
 
 fn run_everywhere(flags: &str, workers: usize) {
+    run_everywhere_with(flags, workers, None)
+}
+
+/// [`run_everywhere`] with `compiled`'s chunks of `chunk_tasks` tasks.
+fn run_everywhere_with(flags: &str, workers: usize, chunk_tasks: Option<i64>) {
     let args: Vec<&str> = flags.split_whitespace().collect();
     let (app, _) = App::parse(&args, &[]).unwrap_or_else(|e| panic!("{flags}: {e}"));
     for sys in all() {
         let cfg = RunConfig {
             workers,
             pin: false,
+            chunk_tasks,
             ..RunConfig::default()
         };
         if let Err(f) = run_checked(sys.as_ref(), &app, &cfg) {
@@ -131,8 +137,8 @@ fn four_graphs_of_mixed_shapes_run_together() {
 }
 
 /// Long enough for `compiled` to chain several instances of the same body plus a shorter
-/// epilogue chunk (chunks of 32 timesteps after the first), with every type and two graphs
-/// of different lengths side by side.
+/// epilogue chunk (its chunks made small: 32 timesteps after the first, the least), with
+/// every type and two graphs of different lengths side by side.
 #[test]
 fn long_graphs_chain_many_instances() {
     for ty in types() {
@@ -143,7 +149,7 @@ fn long_graphs_chain_many_instances() {
             .unwrap()
             .replace("-steps 23", "-steps 70");
         for workers in [1, 2] {
-            run_everywhere(&format!("{a} -and {b}"), workers);
+            run_everywhere_with(&format!("{a} -and {b}"), workers, Some(1));
         }
     }
 }

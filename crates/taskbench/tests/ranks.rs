@@ -151,6 +151,18 @@ fn compiled_keeps_refilled_slots_for_their_readers_with_several_graphs_and_worke
     }
 }
 
+/// Long and wide enough that `compiled` chains many instances on every rank (chunks of 32
+/// timesteps at 128 points across its graphs, and a shorter last one): each instance's
+/// messages are expected anew, pulled by the vertex that reads them (one worker a rank) or
+/// waited for by inlets (two).
+#[test]
+fn compiled_chains_many_instances_across_ranks() {
+    let flags = "-steps 300 -width 64 -type stencil_1d -and -steps 250 -width 64 -type nearest \
+                 -radix 3 -kernel compute_bound -iter 8";
+    same_as_one_process("compiled", 2, 1, flags);
+    same_as_one_process("compiled", 3, 2, flags);
+}
+
 #[test]
 fn bsp_matrix_on_two_and_three_ranks() {
     matrix("bsp");

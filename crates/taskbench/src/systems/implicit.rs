@@ -95,6 +95,11 @@ const FENCE_EVERY: i64 = 8;
 /// it follows ends even though the driver only gets the gaps between vertices on its worker.
 const AHEAD: usize = 3;
 
+/// Tasks per chunk of `traced` (cut as `compiled` cuts its chunks): its first chunk of each
+/// shape is analysed and recorded, the rest replayed, so `compiled`'s longer chunks (4096
+/// tasks) would leave a run of 1000 timesteps half recorded.
+const TRACE_CHUNK_TASKS: i64 = 512;
+
 /// Timesteps the driver of `traced` issues per driver task (at most a chunk).
 const TRACED_SLICE: i64 = i64::MAX / 2;
 
@@ -527,12 +532,12 @@ impl State {
             // On ranks a chunk's last timestep sends what the next timestep reads: its shape
             // is part of what the chunk launches.
             let after = i64::from(ctx.ranks.is_some());
-            // `compiled`'s chunks. Chunks that grew from two timesteps (so that the first
+            // Chunks cut as `compiled` cuts them, smaller. Chunks that grew from two timesteps (so that the first
             // replay need not wait for a whole chunk's launches) lost to these in 5 of 5
             // paired METG runs (stencil w2, 1000 steps; e.g. 0.42 vs 0.41, 0.46 vs 0.38,
             // 0.58 vs 0.48 µs): a small chunk's boundary costs more than the wait. Level on
             // 4 × nearest.
-            for (t0, len) in super::compiled::chunks(&plans) {
+            for (t0, len) in super::compiled::chunks(&plans, TRACE_CHUNK_TASKS) {
                 let shapes = plans
                     .iter()
                     .map(|p| {

@@ -34,6 +34,9 @@ pub struct RunConfig {
     pub pin: bool,
     /// The job this process is a rank of, when it runs on several; `None` in one process.
     pub cluster: Option<Arc<Cluster>>,
+    /// Tasks per compiled chunk of `compiled` (`None`: its default): tests make chunks small,
+    /// so that short graphs chain many instances.
+    pub chunk_tasks: Option<i64>,
 }
 
 impl Default for RunConfig {
@@ -42,6 +45,7 @@ impl Default for RunConfig {
             workers: default_workers(),
             pin: true,
             cluster: None,
+            chunk_tasks: None,
         }
     }
 }
