@@ -26,7 +26,7 @@ use mpi::traits::AsRaw;
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use try_lock::{Locked, TryLock};
+use try_lock::TryLock;
 
 /// Bytes of one ring's data: room for 4 full inline messages (`ring::max_payload`), and small
 /// enough that a stream of small messages cycles through lines that stay in cache.
@@ -169,10 +169,9 @@ impl Node {
             .map(|q| unsafe { Producer::new(self.ring(channel, q, self.me), CAPACITY) })
             .collect();
         // SAFETY: as above.
-        let inc = (0..n)
+        let inc: Vec<Consumer> = (0..n)
             .map(|s| unsafe { Consumer::new(self.ring(channel, self.me, s), CAPACITY) })
             .collect();
-        let inc: Vec<Consumer> = inc;
         Lane {
             whole_job: self.index.iter().all(Option::is_some),
             index: self.index.clone(),
@@ -226,7 +225,9 @@ struct Out {
 /// rings in this rank's part. Each side is try-locked, as the MPI path is, with a lock whose
 /// release is a plain store: a mutex's release is a locked exchange, which waits for the
 /// message just written to reach the other core (its line's ownership) before the sender may
-/// go on — here, to poll for the reply.
+/// go on — here, to poll for the reply. A panic while one is held releases it (the guard's
+/// drop), as a poisoned mutex taken anyway did: the rings stay consistent through one (see
+/// `ring`).
 pub(super) struct Lane {
     /// Every rank of the job is on this node: MPI carries only payloads above the inline
     /// limit, so the channel need not look at it at every progress call.
@@ -245,12 +246,6 @@ pub(super) struct Lane {
     polls: AtomicU32,
     /// Messages queued or pending, not in a ring yet.
     waiting: AtomicUsize,
-}
-
-/// The lock if it is free. A panic while it is held releases it (the guard's drop), as a
-/// poisoned mutex taken anyway did: the rings stay consistent through one (see `ring`).
-fn try_take<T>(m: &TryLock<T>) -> Option<Locked<'_, T>> {
-    m.try_lock()
 }
 
 impl Lane {
@@ -286,7 +281,7 @@ impl Lane {
             data,
             token,
         };
-        match try_take(&self.out) {
+        match self.out.try_lock() {
             Some(mut out) => {
                 self.write_queued(&mut out, cq);
                 if !write(&mut out, &q, cq) {
@@ -314,7 +309,7 @@ impl Lane {
         cq: &CompletionQueue,
     ) {
         debug_assert!(len <= INLINE_LIMIT);
-        if let Some(mut out) = try_take(&self.out) {
+        if let Some(mut out) = self.out.try_lock() {
             self.write_queued(&mut out, cq);
             if out.pending[to].is_empty() && out.rings[to].push_parts(port, len, parts) {
                 if let Some(token) = token {
@@ -345,7 +340,7 @@ impl Lane {
     pub(super) fn progress(&self, source_cq: &CompletionQueue) -> (bool, bool) {
         let mut any = false;
         if self.waiting() > 0 {
-            if let Some(mut out) = try_take(&self.out) {
+            if let Some(mut out) = self.out.try_lock() {
                 for to in 0..out.pending.len() {
                     while let Some(q) = out.pending[to].pop_front() {
                         if !put(&mut out, &q, source_cq) {
@@ -365,7 +360,7 @@ impl Lane {
         if !self.probes.iter().any(Probe::ready) {
             return (any, look);
         }
-        if let Some(mut inc) = try_take(&self.inc) {
+        if let Some(mut inc) = self.inc.try_lock() {
             for (s, ring) in inc.iter_mut().enumerate() {
                 for _ in 0..BATCH {
                     let Some((port, data)) = ring.pop() else {

@@ -207,6 +207,11 @@ pub(super) fn chunks(plans: &[&Plan], tasks: i64) -> Vec<(i64, i64)> {
     out
 }
 
+/// Tasks per chunk for a run under `cfg`.
+fn chunk_tasks(cfg: &RunConfig) -> i64 {
+    cfg.chunk_tasks.unwrap_or(CHUNK_TASKS)
+}
+
 /// Timesteps in a chunk (after the first) of about `tasks` tasks, of a chain whose graphs are
 /// `width` points wide together.
 fn chunk_steps(width: i64, tasks: i64) -> i64 {
@@ -352,7 +357,7 @@ impl System for Compiled {
             .iter()
             .map(|g| g.max_width)
             .fold(0, i64::saturating_add);
-        let tasks = cfg.chunk_tasks.unwrap_or(CHUNK_TASKS);
+        let tasks = chunk_tasks(cfg);
         let in_flight = chunk_steps(width, tasks).saturating_mul(AHEAD as i64 + 1);
         let chunk = |steps: i64| steps.min(in_flight);
         footprint::rows(app, 2, 2)
@@ -388,7 +393,7 @@ impl System for Compiled {
             stream,
             shared_inputs: cfg.workers > 1,
         });
-        let tasks = cfg.chunk_tasks.unwrap_or(CHUNK_TASKS);
+        let tasks = chunk_tasks(cfg);
         let runs = members
             .into_iter()
             .enumerate()
