@@ -400,10 +400,11 @@ fn a_compiled_task_may_wait_for_another_instance_on_its_own_worker() {
 #[test]
 fn a_task_released_mid_instance_runs_before_the_instance_ends() {
     // Chains of vertices bouncing between the two workers keep both busy with compiled work:
-    // with several chains in flight, a message is nearly always waiting. A task that becomes
-    // ready on worker 0 early on must still run while the chains go on: compiled work must
-    // not starve the task queues.
-    let (chains, n) = (8, scaled(1000, 40));
+    // with many chains in flight, a message is nearly always waiting (with 8, the rings ran
+    // empty often enough that a resident taking its own messages without limit still let the
+    // task through). A task that becomes ready on worker 0 early on must still run while the
+    // chains go on: compiled work must not starve the task queues.
+    let (chains, n) = (scaled(64, 8), scaled(1000, 40));
     let rt = rt(2);
     let go = UserEvent::new();
     let ran = Arc::new(AtomicU32::new(0));
@@ -513,5 +514,67 @@ fn successors_made_ready_together_run_in_builder_order() {
             *order.lock().unwrap(),
             ["producer", "send", "other", "next step"]
         );
+    }
+}
+
+/// A running instance takes the messages waiting for it straight from the rings, but never
+/// one for another instance: here, when instance A's long vertex on worker 0 ends, the ring
+/// from worker 1 holds a message for instance B first, then one for A. Taken by A, B's
+/// message would count for the wrong vertex (one that already ran, or never runs).
+#[test]
+fn a_running_instance_leaves_another_instances_message_alone() {
+    for _ in 0..scaled(10, 1) {
+        let rt = rt(2);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let a_started = Arc::new(AtomicU32::new(0));
+        let go = UserEvent::new();
+        // B: x (worker 1) -> y (worker 0); x opens A's vertex `a` once it has run.
+        let mut gb = SubgraphBuilder::<()>::new();
+        let (l, g) = (log.clone(), go.clone());
+        let x = gb.task(1, move |_| {
+            l.lock().unwrap().push("B.x");
+            g.trigger().unwrap();
+        });
+        let l = log.clone();
+        let y = gb.task(0, move |_| l.lock().unwrap().push("B.y"));
+        gb.edge(x, y);
+        let start_b = gb.precondition();
+        gb.wait_for(start_b, x);
+        // A: z (worker 0) waits until `a` ran and its message has had time to leave; a
+        // (worker 1, after `go`) -> b (worker 0, after z).
+        let mut ga = SubgraphBuilder::<()>::new();
+        let (l, started) = (log.clone(), a_started.clone());
+        let z = ga.task(0, move |_| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while started.load(SeqCst) == 0 {
+                assert!(std::time::Instant::now() < deadline, "`a` never ran");
+                std::hint::spin_loop();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            l.lock().unwrap().push("A.z");
+        });
+        let (l, started) = (log.clone(), a_started.clone());
+        let a = ga.task(1, move |_| {
+            l.lock().unwrap().push("A.a");
+            started.store(1, SeqCst);
+        });
+        let l = log.clone();
+        let b = ga.task(0, move |_| l.lock().unwrap().push("A.b"));
+        ga.edge(a, b);
+        ga.edge(z, b);
+        let after_go = ga.precondition();
+        ga.wait_for(after_go, a);
+        let (ga, gb) = (ga.compile(&rt).unwrap(), gb.compile(&rt).unwrap());
+        let go_b = UserEvent::new();
+        let inst_a = ga.instantiate((), &[go.event()]);
+        let inst_b = gb.instantiate((), &[go_b.event()]);
+        go_b.trigger().unwrap();
+        wait_or_fail(&inst_a.completion, "instance A").unwrap();
+        wait_or_fail(&inst_b.completion, "instance B").unwrap();
+        let log = log.lock().unwrap().clone();
+        let at = |name| log.iter().position(|&n| n == name).unwrap();
+        assert_eq!(log.len(), 5, "each vertex once: {log:?}");
+        assert!(at("B.x") < at("A.a") && at("A.a") < at("A.z") && at("A.z") < at("A.b"));
+        assert!(at("B.x") < at("B.y"), "{log:?}");
     }
 }

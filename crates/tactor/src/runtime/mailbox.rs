@@ -12,7 +12,7 @@ use super::source::{Polled, Source};
 use crate::sync::{lock, Mutex};
 use crossbeam_deque::Injector;
 use crossbeam_utils::CachePadded;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 /// A compiled-subgraph instance as one worker sees it: its private counters and ready
@@ -57,6 +57,9 @@ pub(crate) const RING: u32 = 256;
 
 /// Resident runs per poll at most.
 const POLL_BUDGET: u32 = 16;
+
+/// Messages the running residents take from the rings themselves per poll at most.
+const TAKE_BUDGET: u32 = 64;
 
 /// Instance ids: small integers, reused lowest-first-freed, so that every worker can index its
 /// table by id instead of hashing.
@@ -205,14 +208,39 @@ pub(crate) struct Mailbox {
     send: RefCell<SendState>,
 }
 
-/// The sending end a running resident uses.
+/// The sending end a running resident uses, and its look at the messages waiting for it.
 pub(crate) struct Outbox<'a> {
     rings: &'a Rings,
     from: usize,
     send: &'a RefCell<SendState>,
+    table: &'a RefCell<Table>,
+    /// Messages taken by [`Outbox::next_for`] in this poll.
+    taken: Cell<u32>,
 }
 
 impl Outbox<'_> {
+    /// The vertex of the first message waiting in a ring from another worker, if it is for
+    /// instance `id`: the running resident takes it itself, without the round trip through
+    /// the table (put back, delivered, taken out again): 4 × nearest, one process, 2
+    /// workers, 5–7 % a step. A message for another instance at the front of a ring stays
+    /// there for the mailbox, and after `TAKE_BUDGET` messages in one poll every message
+    /// does, so that the worker gets back to its other work.
+    pub(crate) fn next_for(&self, id: u32) -> Option<u32> {
+        if self.taken.get() >= TAKE_BUDGET {
+            return None;
+        }
+        let mut t = self.table.borrow_mut();
+        let me = self.from;
+        for from in (0..t.heads.len()).filter(|&f| f != me) {
+            let ch = self.rings.channel(from, me);
+            if let Some(m) = ch.try_recv_if(&mut t.heads[from], |m| m.id == id) {
+                self.taken.set(self.taken.get() + 1);
+                return Some(m.vertex);
+            }
+        }
+        None
+    }
+
     /// Sends `m` to worker `to`, keeping it for later if the ring is full.
     pub(crate) fn send(&self, to: usize, m: Msg) {
         let mut s = self.send.borrow_mut();
@@ -367,6 +395,8 @@ impl Mailbox {
             rings: &self.rings,
             from: self.me,
             send: &self.send,
+            table: &self.table,
+            taken: Cell::new(0),
         };
         let mut ran = false;
         for _ in 0..POLL_BUDGET {

@@ -236,9 +236,20 @@ impl<A> Resident for Cursor<A> {
 
     fn run(&mut self, out: &Outbox<'_>) -> (bool, bool) {
         let mut ran = false;
-        while let Some(v) = self.ready.pop() {
-            ran = true;
-            self.run_vertex(v, out);
+        loop {
+            while let Some(v) = self.ready.pop() {
+                ran = true;
+                self.run_vertex(v, out);
+            }
+            if self.left == 0 {
+                break;
+            }
+            match out.next_for(self.state.id) {
+                Some(v) => {
+                    Resident::arrive(self, v);
+                }
+                None => break,
+            }
         }
         (ran, self.left == 0)
     }
