@@ -578,3 +578,40 @@ fn a_running_instance_leaves_another_instances_message_alone() {
         assert!(at("B.x") < at("B.y"), "{log:?}");
     }
 }
+
+/// Postconditions signalled by the same tasks share one event per instance; each still
+/// triggers exactly when its own signalling tasks have run (and one nobody signals, at the
+/// instance's end), and a signal given twice counts once.
+#[test]
+fn postconditions_trigger_when_their_own_tasks_ran() {
+    let rt = rt(2);
+    let mut b = SubgraphBuilder::<()>::new();
+    let first = b.task(0, |_| ());
+    let second = b.task(1, |_| ());
+    let go = b.precondition();
+    b.wait_for(go, second);
+    let posts: Vec<_> = (0..5).map(|_| b.postcondition()).collect();
+    b.signal(first, posts[0]);
+    b.signal(first, posts[1]);
+    b.signal(first, posts[2]);
+    b.signal(second, posts[2]);
+    b.signal(first, posts[3]);
+    b.signal(first, posts[3]);
+    let graph = b.compile(&rt).unwrap();
+    for _ in 0..scaled(20, 2) {
+        let go = UserEvent::new();
+        let inst = graph.instantiate((), &[go.event()]);
+        let p = &inst.postconditions;
+        assert_eq!(p.len(), 5);
+        wait_or_fail(&p[0], "signalled by the first task").unwrap();
+        wait_or_fail(&p[1], "signalled by the first task too").unwrap();
+        wait_or_fail(&p[3], "signalled twice by the first task").unwrap();
+        assert!(!p[2].has_triggered(), "the second task has not run");
+        assert!(!p[4].has_triggered(), "signalled by none: at the end");
+        go.trigger().unwrap();
+        wait_or_fail(&inst.completion, "the instance").unwrap();
+        for (k, e) in p.iter().enumerate() {
+            assert!(e.has_triggered(), "postcondition {k} after the end");
+        }
+    }
+}

@@ -6,6 +6,7 @@
 //! the receiving worker may be waiting for them), then same-worker.
 
 use super::{SubgraphBuilder, SubgraphError, TaskFn};
+use std::collections::HashMap;
 
 /// A compiled subgraph: immutable, shared by all its instances.
 pub(crate) struct Compiled<A> {
@@ -18,12 +19,17 @@ pub(crate) struct Compiled<A> {
     /// Per vertex: where its same-worker successors start in `succ`.
     pub(crate) local_start: Vec<u32>,
     pub(crate) succ: Vec<u32>,
-    pub(crate) post_start: Vec<u32>,
-    pub(crate) posts_of: Vec<u32>,
+    /// Postconditions signalled by the same tasks share one event: a group. Per vertex, the
+    /// groups it signals (CSR).
+    pub(crate) group_start: Vec<u32>,
+    pub(crate) groups_of: Vec<u32>,
+    /// Per postcondition, its group.
+    pub(crate) post_group: Vec<u32>,
     pub(crate) pre_start: Vec<u32>,
     pub(crate) pre_targets: Vec<u32>,
     pub(crate) image: Vec<u32>,
-    pub(crate) post_sources: Vec<u32>,
+    /// Per group, how many tasks signal it.
+    pub(crate) group_sources: Vec<u32>,
     pub(crate) workers_used: Vec<usize>,
 }
 
@@ -85,6 +91,32 @@ fn check<A>(b: &SubgraphBuilder<A>, workers: usize) -> Result<(), SubgraphError>
         }
     }
     Ok(())
+}
+
+/// Groups the postconditions by the set of tasks (compiled numbering) that signal them: each
+/// group becomes one event per instance, triggered once, and an instance chained behind it
+/// subscribes once per group, not once per postcondition (a chunk of Task Bench's `compiled`
+/// has a slot condition per graph, row and point, and a handful of distinct signalling sets).
+/// Returns each postcondition's group and each group's tasks.
+fn post_groups(posts: usize, edges: &[(u32, u32)], new_id: &[u32]) -> (Vec<u32>, Vec<Vec<u32>>) {
+    let mut sources: Vec<Vec<u32>> = vec![Vec::new(); posts];
+    for &(t, p) in edges {
+        sources[p as usize].push(new_id[t as usize]);
+    }
+    let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut members = Vec::new();
+    let group = sources
+        .into_iter()
+        .map(|mut tasks| {
+            tasks.sort_unstable();
+            tasks.dedup();
+            *index.entry(tasks).or_insert_with_key(|tasks| {
+                members.push(tasks.clone());
+                members.len() as u32 - 1
+            })
+        })
+        .collect();
+    (group, members)
 }
 
 /// Kahn's algorithm on a copy of the in-degrees: a vertex never freed lies on a cycle.
@@ -156,12 +188,13 @@ impl<A> Compiled<A> {
         for (_, t) in pre_pairs {
             image[t as usize] += 1;
         }
-        let post_pairs = b.post_edges.iter().map(|&(t, p)| (new_id[t as usize], p));
-        let (post_start, posts_of) = csr(n, post_pairs.clone());
-        let mut post_sources = vec![0u32; b.posts as usize];
-        for (_, p) in post_pairs {
-            post_sources[p as usize] += 1;
-        }
+        let (post_group, group_members) = post_groups(b.posts as usize, &b.post_edges, &new_id);
+        let group_pairs = group_members
+            .iter()
+            .enumerate()
+            .flat_map(|(g, tasks)| tasks.iter().map(move |&t| (t, g as u32)));
+        let (group_start, groups_of) = csr(n, group_pairs);
+        let group_sources = group_members.iter().map(|m| m.len() as u32).collect();
         let mut funcs: Vec<Option<TaskFn<A>>> = b.funcs.into_iter().map(Some).collect();
         let funcs = order
             .iter()
@@ -176,12 +209,13 @@ impl<A> Compiled<A> {
             succ_start,
             local_start,
             succ,
-            post_start,
-            posts_of,
+            group_start,
+            groups_of,
+            post_group,
             pre_start,
             pre_targets,
             image,
-            post_sources,
+            group_sources,
             workers_used,
         })
     }

@@ -31,6 +31,7 @@ pub(crate) struct State<A> {
     handle: Handle,
     id: u32,
     args: A,
+    /// Per group of postconditions (see `compile`): tasks left to signal it, and its event.
     post_left: Box<[AtomicU32]>,
     posts: Vec<Event>,
     completion: Event,
@@ -54,11 +55,11 @@ impl<A> State<A> {
             id: handle.take_id(),
             args,
             post_left: graph
-                .post_sources
+                .group_sources
                 .iter()
                 .map(|&c| AtomicU32::new(c))
                 .collect(),
-            posts: (0..graph.post_sources.len())
+            posts: (0..graph.group_sources.len())
                 .map(|_| Event::pending())
                 .collect(),
             completion: Event::pending(),
@@ -89,8 +90,8 @@ impl<A> State<A> {
 
     fn signal_posts(&self, v: u32) {
         let g = &*self.graph;
-        let (a, b) = (g.post_start[v as usize], g.post_start[v as usize + 1]);
-        for &p in &g.posts_of[a as usize..b as usize] {
+        let (a, b) = (g.group_start[v as usize], g.group_start[v as usize + 1]);
+        for &p in &g.groups_of[a as usize..b as usize] {
             if self.post_left[p as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
                 let _ = self.posts[p as usize].state().trigger(self.outcome());
             }
@@ -406,7 +407,11 @@ pub(crate) fn instantiate<A: Send + Sync + 'static>(
     let state = Arc::new(State::new(graph, handle, args, Location::caller()));
     let out = Instance {
         completion: state.completion.clone(),
-        postconditions: state.posts.clone(),
+        postconditions: graph
+            .post_group
+            .iter()
+            .map(|&g| state.posts[g as usize].clone())
+            .collect(),
     };
     if graph.tasks() == 0 {
         // Nothing to run: the instance is done when its preconditions are (its inlets too).

@@ -44,12 +44,12 @@ use super::team::Pass;
 use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use tactor::implicit::{
     constant, read, read_write, write, ConstRef, Constant, Inputs as Reads, Program, Read,
     ReadList, ReadWrite, Region, Write,
 };
-use tactor::{Event, Handle, Placement};
+use tactor::{Event, Handle, Placement, UserEvent};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
@@ -658,6 +658,44 @@ fn edges(
 /// the first error of the tracing.
 type Done = (State, Event, Option<String>);
 
+/// The driver's end of the pass: where it leaves the program when the pass ends. Dropped
+/// without sending (the driver task failed), it poisons the event the pass waits for.
+struct Handback {
+    slot: Arc<Mutex<Option<Done>>>,
+    ready: UserEvent,
+}
+
+/// The pass's end: waits for the program on a worker (suspended, not blocking the thread).
+struct Pickup {
+    slot: Arc<Mutex<Option<Done>>>,
+    ready: Event,
+}
+
+fn handback() -> (Handback, Pickup) {
+    let slot = Arc::new(Mutex::new(None));
+    let ready = UserEvent::new();
+    let pickup = Pickup {
+        slot: slot.clone(),
+        ready: ready.event(),
+    };
+    (Handback { slot, ready }, pickup)
+}
+
+impl Handback {
+    fn send(self, done: Done) {
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(done);
+        let _ = self.ready.trigger();
+    }
+}
+
+impl Pickup {
+    /// The program, or `None` if the driver ended without handing it back.
+    fn take(self) -> Option<Done> {
+        self.ready.wait().ok()?;
+        self.slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
 /// Where the driver is: the next timestep, and for `traced` the chunk it is in.
 #[derive(Clone, Copy)]
 struct Cursor {
@@ -702,7 +740,7 @@ fn drive(
     at: Cursor,
     style: Style,
     mut fences: Fences,
-    done: mpsc::Sender<Done>,
+    done: Handback,
 ) {
     let traced = style == Style::Traced;
     let mut at = at;
@@ -740,7 +778,7 @@ fn drive(
         })();
         if let Err(e) = result {
             let fence = st.program.fence();
-            let _ = done.send((st, fence, Some(e.to_string())));
+            done.send((st, fence, Some(e.to_string())));
             return;
         }
         if next.t >= st.steps || st.table.ctx.error.failed() {
@@ -750,7 +788,7 @@ fn drive(
             // pass has ended, so the thread that started it wakes once, as for the other
             // systems (a second wake-up, mid-pass, cost a tail of up to 0.3 ms at METG sizes).
             let _ = fence.wait();
-            let _ = done.send((st, fence, None));
+            done.send((st, fence, None));
             return;
         }
         let older = behind(&mut fences, st.program.issued());
@@ -835,11 +873,11 @@ impl System for Implicit {
             let st = state
                 .take()
                 .expect("the program comes back after every pass");
-            let (tx, rx) = mpsc::channel();
+            let (tx, rx) = handback();
             let h = rt.handle();
             let empty = st.steps == 0;
             if empty {
-                let _ = tx.send((st, Event::triggered(), None));
+                tx.send((st, Event::triggered(), None));
             } else {
                 let start = Fences::new();
                 let at = Cursor { t: 0, chunk: 0 };
@@ -848,8 +886,8 @@ impl System for Implicit {
                 });
             }
             let (st, fence, trace_error) = rx
-                .recv()
-                .map_err(|_| RunError::Runtime("the program's driver task failed".into()))?;
+                .take()
+                .ok_or_else(|| RunError::Runtime("the program's driver task failed".into()))?;
             state = Some(st);
             if let Some(e) = trace_error {
                 return Err(RunError::Runtime(e));
