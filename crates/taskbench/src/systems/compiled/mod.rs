@@ -181,12 +181,13 @@ pub(super) struct Args {
     inbox: Inbox,
 }
 
-/// A compiled chunk, which of its postconditions some vertex signals, and the messages its
-/// receive vertices wait for: (timestep within the chunk, source rank), in the order of the
-/// preconditions after the slot conditions.
+/// A compiled chunk, whether some vertex signals its postcondition (if none does, the
+/// chunk's precondition stands for it too), and the messages its receive vertices wait for:
+/// (timestep within the chunk, source rank), in the order of the preconditions after the
+/// first.
 struct Chunk {
     graph: Subgraph<Args>,
-    has_source: Vec<bool>,
+    signals: bool,
     receives: Vec<(i64, usize)>,
 }
 
@@ -223,7 +224,6 @@ fn chunk_steps(width: i64, tasks: i64) -> i64 {
 struct ChainRun {
     index: u32,
     chunks: Vec<(i64, Arc<Chunk>)>,
-    conditions: usize,
 }
 
 impl ChainRun {
@@ -259,15 +259,7 @@ impl ChainRun {
             };
             chunks.push((t0, chunk));
         }
-        let conditions = plans
-            .iter()
-            .map(|p| chunk::conditions(p.graph().max_width as usize))
-            .sum();
-        Ok(ChainRun {
-            index,
-            chunks,
-            conditions,
-        })
+        Ok(ChainRun { index, chunks })
     }
 
     /// The chain's instances, not yet instantiated.
@@ -276,7 +268,7 @@ impl ChainRun {
             run: self,
             remote,
             next: 0,
-            pre: (0..self.conditions).map(|_| Event::triggered()).collect(),
+            before: Event::triggered(),
         }
     }
 }
@@ -286,7 +278,8 @@ struct Chain<'a> {
     run: &'a ChainRun,
     remote: Option<&'a Remote>,
     next: usize,
-    pre: Vec<Event>,
+    /// What the next chunk waits for: the last one's postcondition.
+    before: Event,
 }
 
 impl Chain<'_> {
@@ -299,10 +292,11 @@ impl Chain<'_> {
             t0: *t0,
             inbox: inbox.clone(),
         };
-        let (inst, inlets) =
-            chunk
-                .graph
-                .instantiate_with_inlets(args, &self.pre, chunk.receives.len());
+        let (inst, inlets) = chunk.graph.instantiate_with_inlets(
+            args,
+            std::slice::from_ref(&self.before),
+            chunk.receives.len(),
+        );
         if let Some(remote) = self.remote {
             let keys = chunk
                 .receives
@@ -310,10 +304,8 @@ impl Chain<'_> {
                 .map(|&(i, src)| (self.run.index, t0 + i, src));
             remote.inlets(&inbox, keys.zip(inlets));
         }
-        for (k, post) in inst.postconditions.into_iter().enumerate() {
-            if chunk.has_source[k] {
-                self.pre[k] = post;
-            }
+        if chunk.signals {
+            self.before = inst.postconditions[0].clone();
         }
         Some(inst.completion)
     }
