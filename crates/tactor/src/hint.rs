@@ -55,8 +55,14 @@ pub fn fetch<T>(value: &T) {
 
 /// [`fetch`] of the line at address `addr`, for data this thread holds no reference to
 /// (another thread may be writing it): a prefetch reads nothing the program can observe.
+///
+/// ```
+/// let table = vec![7u64; 64];
+/// tactor::hint::fetch_at(&table[9] as *const u64 as usize);
+/// assert_eq!(table[9], 7);
+/// ```
 #[inline(always)]
-pub(crate) fn fetch_at(addr: usize) {
+pub fn fetch_at(addr: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: PREFETCHT0 is a hint: it changes no memory the program can observe and raises
     // no fault on any address (SSE, present on every x86-64 processor).

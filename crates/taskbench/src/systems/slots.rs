@@ -85,6 +85,11 @@ impl Slots {
         UnsafeCell::raw_get(unsafe { base.cast::<UnsafeCell<u8>>().add(i * self.stride) })
     }
 
+    /// The address of slot `i`, for hints that read nothing ([`tactor::hint::fetch_at`]).
+    pub fn addr(&self, i: usize) -> usize {
+        self.ptr(i) as usize
+    }
+
     /// Reads slot `i`.
     ///
     /// # Safety

@@ -286,6 +286,11 @@ fn build_as(
                 .map(|(m, inlet)| (m.i, m.src, inlet.map(|x| x.1), global(members, &m.items)))
                 .collect();
             let run = global(members, items);
+            let inputs = if sh.shared_inputs && run.len() > 1 {
+                sh.input_lines(t, &run)
+            } else {
+                Vec::new()
+            };
             let mut fused: Vec<(usize, Vec<(usize, i64)>)> = Vec::new();
             for (dest, out, done) in &mut sends {
                 if !*done && out.iter().all(|x| items.contains(x)) {
@@ -301,7 +306,7 @@ fn build_as(
                         None => s.pull(a.t0 + ri, *src, pts),
                     }
                 }
-                s.run_points(a.t0 + i, &run);
+                s.run_points(a.t0 + i, &run, &inputs);
                 for (dest, out) in &fused {
                     s.send(a.t0 + i, *dest, out);
                 }

@@ -63,24 +63,32 @@ struct Shared {
 }
 
 impl Shared {
-    /// Runs points `(graph, p)` at timestep `t`.
-    fn run_points(&self, t: i64, points: &[(usize, i64)]) {
-        if self.shared_inputs && points.len() > 1 {
-            // Several graphs' points in one vertex: their inputs from another worker are all
-            // misses, which the points would take one after another; asked for together they
-            // overlap (4 × nearest, one process, 2 workers: 6 % a step at `-iter 64`, 15 %
-            // empty, alternated runs). With one worker every input is local: not asked.
-            for &(g, p) in points {
+    /// Where the inputs of `points` at `t` start, each slot once: the same for every
+    /// instance of a chunk (equal chunks have the same shapes and row parity, and the rows
+    /// never move), so computed once, when the chunk is built.
+    fn input_lines(&self, t: i64, points: &[(usize, i64)]) -> Vec<usize> {
+        let mut out: Vec<usize> = points
+            .iter()
+            .flat_map(|&(g, p)| {
                 let d = &self.graphs[g];
                 let prev = &d.rows[((t + 1) % 2) as usize];
-                for &q in d.plan.deps(t, p) {
-                    // SAFETY: as in `run_point`, which reads these slots next: their writers
-                    // precede this vertex and their next writers follow it.
-                    if let Some(first) = unsafe { prev.read(q as usize) }.first() {
-                        tactor::hint::fetch(first);
-                    }
-                }
-            }
+                d.plan.deps(t, p).iter().map(|&q| prev.addr(q as usize))
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Runs points `(graph, p)` at timestep `t`, after asking for the lines at `inputs` (see
+    /// `input_lines`).
+    fn run_points(&self, t: i64, points: &[(usize, i64)], inputs: &[usize]) {
+        // Several graphs' points in one vertex: their inputs from another worker are all
+        // misses, which the points would take one after another; asked for together they
+        // overlap (4 × nearest, one process, 2 workers: 6 % a step at `-iter 64`, 15 % empty,
+        // alternated runs). With one worker every input is local: none asked for.
+        for &line in inputs {
+            tactor::hint::fetch_at(line);
         }
         for &(g, p) in points {
             self.run_point(g, t, p);
