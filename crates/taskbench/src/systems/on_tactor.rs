@@ -6,6 +6,7 @@ use super::remote::{Cut, Remote};
 use super::slots::Slots;
 use super::team::Pass;
 use super::{run_shared_task, run_task, RunConfig, RunError};
+use crossbeam_utils::Backoff;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -199,7 +200,12 @@ fn timed_on_worker(
     let arrived = AtomicUsize::new(0);
     let all_here = || {
         arrived.fetch_add(1, Ordering::AcqRel);
-        spin_until(|| arrived.load(Ordering::Acquire) == workers);
+        // Snoozing yields the core once the wait is long: a worker that has not arrived may
+        // need it (more workers than cores).
+        let backoff = Backoff::new();
+        while arrived.load(Ordering::Acquire) != workers {
+            backoff.snooze();
+        }
     };
     rt.scope(|s| {
         let (out, all_here) = (&mut out, &all_here);
@@ -215,20 +221,6 @@ fn timed_on_worker(
     })
     .map_err(|e| RunError::Runtime(format!("the pass's task failed: {e}")))?;
     Ok(out.expect("the pass's task ran"))
-}
-
-/// Spins until `done()`, yielding the core after a while (the thread it waits for may need
-/// it: more workers than cores).
-fn spin_until(done: impl Fn() -> bool) {
-    let mut spins = 0u32;
-    while !done() {
-        spins = spins.saturating_add(1);
-        if spins < 1 << 10 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
 }
 
 /// A warm-up pass and a timed pass of `pass` (which returns when every task of the pass has
