@@ -320,6 +320,37 @@ impl Consumer {
         }
     }
 
+    /// Offers the oldest message to `want` in place (its port and payload, no copy made): if
+    /// `want` returns `true` the message is taken, otherwise it stays the oldest. `None` when
+    /// the ring holds no message; `Some(taken)` otherwise.
+    ///
+    /// # Panics
+    ///
+    /// As [`Consumer::pop`].
+    ///
+    /// ```
+    /// use tactor_comm::ring::{region_bytes, Consumer, Line, Producer};
+    ///
+    /// let mut mem = vec![Line::default(); region_bytes(256) / 64];
+    /// let at = mem.as_mut_ptr().cast::<u8>();
+    /// // SAFETY: `mem` is zeroed, aligned, large enough and outlives both ends.
+    /// let (mut tx, mut rx) = unsafe { (Producer::new(at, 256), Consumer::new(at, 256)) };
+    /// assert_eq!(rx.take_with(&mut |_, _| true), None);
+    /// assert!(tx.push(4, b"abc"));
+    /// assert_eq!(rx.take_with(&mut |_, data| data == b"xyz"), Some(false));
+    /// assert_eq!(rx.take_with(&mut |port, data| port == 4 && data == b"abc"), Some(true));
+    /// assert_eq!(rx.pop(), None);
+    /// ```
+    pub fn take_with(&mut self, want: &mut dyn FnMut(u16, &[u8]) -> bool) -> Option<bool> {
+        let mut taken = None;
+        self.next(&mut |port, data| {
+            let t = want(port, data);
+            taken = Some(t);
+            t
+        });
+        taken
+    }
+
     /// Takes the oldest message: its port and a copy of its payload.
     ///
     /// # Panics
@@ -327,6 +358,17 @@ impl Consumer {
     /// When the ring holds something the producer cannot have written (the other process
     /// wrote outside the protocol): a record that overruns the data or the written count.
     pub fn pop(&mut self) -> Option<(u16, Vec<u8>)> {
+        let mut out = None;
+        self.next(&mut |port, data| {
+            out = Some((port, data.to_vec()));
+            true
+        });
+        out
+    }
+
+    /// Skips padding up to the oldest message and offers it to `f`, which takes it by
+    /// returning `true` (its bytes are then zeroed and given back to the producer).
+    fn next(&mut self, f: &mut dyn FnMut(u16, &[u8]) -> bool) {
         let cap = self.region.capacity;
         loop {
             let at = self.region.wrap(self.consumed);
@@ -335,7 +377,7 @@ impl Consumer {
             let word = unsafe { self.region.header(at) };
             let h = word.load(Ordering::Acquire);
             if h == 0 {
-                return None;
+                return;
             }
             let (len, port, kind) = (h as u32 as u64, (h >> 32) as u16, (h >> 48) as u16);
             let total = RECORD_HEADER as u64 + len.next_multiple_of(8);
@@ -343,25 +385,24 @@ impl Consumer {
                 (kind == KIND_MESSAGE || kind == KIND_PADDING) && total <= cap - at,
                 "a shared-memory ring holds a record it cannot read (header {h:#x} at {at} of {cap}): the other process broke the protocol"
             );
-            let message = (kind == KIND_MESSAGE).then(|| {
-                let mut data = Vec::with_capacity(len as usize);
+            if kind == KIND_MESSAGE {
                 // SAFETY: the payload lies inside the data (checked above), was written before
                 // the header's release store that the load above acquired, and is not written
                 // again until the consumed counter passes it below.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
+                let data = unsafe {
+                    std::slice::from_raw_parts(
                         self.region.data.add(at as usize + RECORD_HEADER),
-                        data.as_mut_ptr(),
                         len as usize,
-                    );
-                    data.set_len(len as usize);
+                    )
+                };
+                if !f(port, data) {
+                    return;
                 }
-                (port, data)
-            });
+            }
             // Zero again before the bytes go back to the producer (see the module docs). The
             // header last, with a plain store: the release below orders all of it.
             // SAFETY: the record's bytes, inside the data (checked above), the consumer's
-            // until it publishes the counter.
+            // until it publishes the counter; `data` is not used after this.
             unsafe {
                 std::ptr::write_bytes(
                     self.region.data.add(at as usize + RECORD_HEADER),
@@ -374,8 +415,8 @@ impl Consumer {
             self.region
                 .consumed()
                 .store(self.consumed, Ordering::Release);
-            if message.is_some() {
-                return message;
+            if kind == KIND_MESSAGE {
+                return;
             }
         }
     }
@@ -408,6 +449,47 @@ mod tests {
             assert_eq!(rx.pop(), Some((round as u16, payload)));
             assert_eq!(rx.pop(), None);
         }
+    }
+
+    /// A message offered in place and declined stays the oldest, across padding and the wrap;
+    /// one taken in place is gone, and its bytes are zero again for the producer.
+    #[test]
+    fn a_declined_message_stays_and_a_taken_one_is_released() {
+        let mut mem = region(256);
+        let (mut tx, mut rx) = ends(&mut mem, 256);
+        for round in 0..100u32 {
+            let len = (round as usize * 11) % (max_payload(256) + 1);
+            let payload: Vec<u8> = (0..len).map(|i| (i as u32 ^ round) as u8).collect();
+            assert!(tx.push(round as u16, &payload));
+            assert_eq!(rx.take_with(&mut |_, _| false), Some(false));
+            assert_eq!(rx.take_with(&mut |_, _| false), Some(false));
+            if round % 2 == 0 {
+                let mut seen = None;
+                let taken = rx.take_with(&mut |port, data| {
+                    seen = Some((port, data.to_vec()));
+                    true
+                });
+                assert_eq!(taken, Some(true));
+                assert_eq!(seen, Some((round as u16, payload)));
+            } else {
+                assert_eq!(rx.pop(), Some((round as u16, payload)));
+            }
+            assert_eq!(rx.take_with(&mut |_, _| true), None);
+        }
+        // Everything was given back, zeroed: the producer fills the ring again (all of it but
+        // the padding before the wrap), and exactly what it wrote comes out.
+        let mut pushed = 0;
+        while tx.push(1, &[7; 56]) {
+            pushed += 1;
+        }
+        assert!(pushed >= 256 / 64 - 1, "only {pushed} records fit");
+        for _ in 0..pushed {
+            assert_eq!(
+                rx.take_with(&mut |port, data| port == 1 && data == [7; 56]),
+                Some(true)
+            );
+        }
+        assert_eq!(rx.take_with(&mut |_, _| true), None);
     }
 
     #[test]

@@ -88,6 +88,22 @@ pub trait Transport: Send + Sync {
     /// network's lock). Returns whether anything completed.
     fn progress(&self, channel: usize) -> bool;
 
+    /// Offers the oldest inline message from `source` on `channel` that has not been
+    /// progressed into the completion queue yet to `want` (its port and payload, in place, no
+    /// copy and no queue): `Some(true)` if `want` took it, `Some(false)` if it declined (the
+    /// message stays for [`Transport::progress`]), `None` if there is none to offer here now
+    /// (or the transport cannot offer messages in place). For a receiver that waits for one
+    /// message it can name: messages are offered in order per source, but one taken here
+    /// passes any from the same source already in the completion queue.
+    fn take_inline(
+        &self,
+        _channel: usize,
+        _source: usize,
+        _want: &mut dyn FnMut(u16, &[u8]) -> bool,
+    ) -> Option<bool> {
+        None
+    }
+
     /// The completion queue of `channel`.
     fn completions(&self, channel: usize) -> &CompletionQueue;
 

@@ -193,6 +193,12 @@ impl Cluster {
         self.failed.load(Ordering::Acquire) == 0
     }
 
+    /// Offers the oldest inline message from `source` on each channel to `want`, in place
+    /// (see [`tactor_comm::Transport::take_inline`]): whether `want` took one.
+    pub fn take_inline(&self, source: usize, want: &mut dyn FnMut(u16, &[u8]) -> bool) -> bool {
+        (0..self.net.channels()).any(|ch| self.net.take_inline(ch, source, want) == Some(true))
+    }
+
     /// The rank that failed first, if one did.
     pub fn failed_rank(&self) -> Option<usize> {
         self.failed.load(Ordering::Acquire).checked_sub(1)

@@ -309,6 +309,15 @@ impl Channel {
         any
     }
 
+    /// See [`crate::Transport::take_inline`].
+    pub fn take_inline(
+        &self,
+        source: usize,
+        want: &mut dyn FnMut(u16, &[u8]) -> bool,
+    ) -> Option<bool> {
+        self.lane.as_ref()?.take_from(source, want)
+    }
+
     /// See [`crate::Transport::progress`]. The node-local path first: it costs a read per
     /// ring when nothing came, where a look at MPI costs a pass through its progress engine.
     pub fn progress(&self) -> bool {

@@ -243,6 +243,16 @@ impl Transport for MpiTransport {
         self.channel(channel).completions()
     }
 
+    #[inline]
+    fn take_inline(
+        &self,
+        channel: usize,
+        source: usize,
+        want: &mut dyn FnMut(u16, &[u8]) -> bool,
+    ) -> Option<bool> {
+        self.channel(channel).take_inline(source, want)
+    }
+
     fn in_flight(&self, channel: usize) -> usize {
         self.channel(channel).in_flight()
     }

@@ -255,6 +255,21 @@ impl Lane {
         self.index.get(rank).copied().flatten()
     }
 
+    /// Offers the oldest message from world rank `source` in its ring to `want`, in place
+    /// (see [`crate::Transport::take_inline`]). `None` when `source` is not on this node, its
+    /// ring is empty or another thread is reading the rings.
+    pub(super) fn take_from(
+        &self,
+        source: usize,
+        want: &mut dyn FnMut(u16, &[u8]) -> bool,
+    ) -> Option<bool> {
+        let s = self.local(source)?;
+        if !self.probes[s].ready() {
+            return None;
+        }
+        self.inc.try_lock()?[s].take_with(want)
+    }
+
     /// Whether every rank of the job is on this node.
     pub(super) fn whole_job(&self) -> bool {
         self.whole_job

@@ -134,11 +134,12 @@ impl Shared {
             .inbox
             .get(k)
             .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
-        self.fill(data, (self.stream[points[0].0], t, src), points);
+        self.fill(data.as_deref(), (self.stream[points[0].0], t, src), points);
     }
 
     /// Takes the outputs of `points` at `t` from rank `src` off the network, waiting for
-    /// them, and copies them into their rows: the receive of the one vertex that reads them,
+    /// them, and copies them into their rows from where the message arrived (on the node,
+    /// the sender's ring: see [`Remote::pull`]): the receive of the one vertex that reads them,
     /// at its start. Its instance does not wait for the message as a precondition — the
     /// inlet, inbox slot and mailbox hops were most of what this rank's step cost beyond
     /// `bsp`'s — and the vertex polls for it like `bsp` does. If another rank failed it
@@ -150,8 +151,8 @@ impl Shared {
             .as_ref()
             .expect("receives exist on several ranks only");
         let key = (self.stream[points[0].0], t, src);
-        match remote.pull(key) {
-            Ok(data) => self.fill(Some(data), key, points),
+        match remote.pull(key, &mut |data| self.fill(Some(data), key, points)) {
+            Ok(()) => {}
             // `resume_unwind`: no panic hook (which would report this rank as the failure).
             Err(why) => std::panic::resume_unwind(Box::new(why)),
         }
@@ -159,14 +160,14 @@ impl Shared {
 
     /// Copies a message's outputs into their rows (see [`Shared::receive`]), or records what
     /// is wrong with it as this rank's failure.
-    fn fill(&self, data: Option<Vec<u8>>, key: Key, points: &[(usize, i64)]) {
+    fn fill(&self, data: Option<&[u8]>, key: Key, points: &[(usize, i64)]) {
         let remote = self
             .remote
             .as_ref()
             .expect("receives exist on several ranks only");
         let (count, len) = self.size(points);
         let t = key.1;
-        let Some(payload) = remote.check(key, data.as_deref(), count, len) else {
+        let Some(payload) = remote.check(key, data, count, len) else {
             return;
         };
         let mut at = 0;
