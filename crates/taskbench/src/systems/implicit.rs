@@ -165,9 +165,10 @@ struct Ctx {
     error: ErrorSlot,
     /// On several ranks: the cross-rank edges, and per graph this rank's points.
     ranks: Option<(Arc<Remote>, Vec<Cut>)>,
-    /// Other workers of this process read the outputs: claim and share their lines (as
-    /// `compiled` and `tasks` do, see [`super::run_shared_task`]); with one worker the hints
-    /// only push out lines that this core reads next.
+    /// Other workers of this process read the outputs: claim and share their lines
+    /// (`compiled` and `tasks` now only share them, see [`super::run_shared_task`]; the claim
+    /// was not measured again here); with one worker the hints only push out lines that this
+    /// core reads next.
     shared: bool,
 }
 

@@ -226,22 +226,23 @@ pub fn run_inputs<'a>(
     }
 }
 
-/// [`run_task`] for systems whose outputs are read by other workers. Before the task, the
-/// output's lines are fetched for writing ([`tactor::hint::claim`]): the reader on another
-/// core holds them from the slot's previous use, and taking them back at the write would hold
-/// up the stores after it (the message that releases the successor) by a cross-core round
-/// trip. Once written, the output is pushed toward the shared cache ([`tactor::hint::share`]),
-/// so that a consumer on another core misses there instead of snooping this core. Used by
-/// `tasks`, `compiled` and the implicit systems when the process has several workers (with one,
-/// every reader is on this core and the pushed-out line comes back as a miss: one process,
-/// one worker, empty stencil, `compiled` 160 → 83 ns a step, `tasks` 843 → 701, `implicit`
-/// 795 → 619; 2 ranks × 1 worker `compiled` 584 → 514, `-iter 256` 1099 → 1060, alternated
-/// runs); `bsp`, the plain twin of MPI, uses neither. Measured on the 2-core
-/// Xeon VM with `scripts/ab.sh` (`compiled`, medians of 9–15 alternated runs):
-/// - `share`: 4×nearest 13 % faster per step, stencil within noise; `bsp` stencil 3–7 % slower;
-/// - `claim`: stencil 20 % faster per step with `-kernel empty`, 9 % at `-iter 64`, 3 % at
-///   `-iter 256`; 4×nearest 4–6 % faster; `bsp` mixed (5 % slower empty, 7 % faster at
-///   `-iter 256`).
+/// [`run_task`] for systems whose outputs are read by other workers. Once written, the output
+/// is pushed toward the shared cache ([`tactor::hint::share`]), so that a consumer on another
+/// core misses there instead of snooping this core. Used by `tasks` and `compiled` when the
+/// process has several workers (with one, every reader is on this core and the pushed-out line
+/// comes back as a miss: one process, one worker, empty stencil, `compiled` 160 → 83 ns a
+/// step, `tasks` 843 → 701; 2 ranks × 1 worker `compiled` 584 → 514, `-iter 256` 1099 → 1060,
+/// alternated runs); `bsp`, the plain twin of MPI, uses none. Measured on the 2-core Xeon VM
+/// (`compiled`, medians of 9–15 alternated runs): 4×nearest 13 % faster per step, stencil
+/// within noise; `bsp` stencil 3–7 % slower.
+///
+/// The output's lines are not fetched for writing first ([`tactor::hint::claim`]), which once
+/// measured 4–20 % faster: with `compiled`'s current exchange (two vertices a step per worker,
+/// residents taking their messages from the rings, one condition per chunk) it costs instead —
+/// one process, 2 workers, 4 × nearest, alternated runs, ns a step, medians of 9–11, with
+/// claim → without: `-iter 0` 507 → 453, `-iter 32` 711 → 655, `-iter 64` 1008 → 944, `-iter
+/// 256` 2845 → 2727 (bsp 482, 685, 966, 2799); stencil within noise (`-iter 0` 293 → 284,
+/// `-iter 256` 900 → 911, empty kernel 273 → 278), `tasks` within noise.
 #[inline]
 pub fn run_shared_task<'a>(
     plan: &Plan,
@@ -251,7 +252,6 @@ pub fn run_shared_task<'a>(
     scratch: &mut [u8],
     input: impl Fn(i64) -> &'a [u8],
 ) -> Result<(), TaskError> {
-    tactor::hint::claim(&*output);
     let r = run_task(plan, t, p, &mut *output, scratch, input);
     tactor::hint::share(&*output);
     r

@@ -41,7 +41,7 @@ pub struct Graph {
     pub rows: [Slots; 2],
     pub scratch: [Slots; 2],
     pub cut: Cut,
-    /// Other workers of this process read the outputs: claim and share their lines
+    /// Other workers of this process read the outputs: share their lines
     /// ([`run_shared_task`]). With one worker every reader is on this core, where the
     /// hints only push a line out that the next reader then fetches back.
     shared: bool,
