@@ -331,18 +331,21 @@ impl Remote {
     /// ring holds them (`Cluster::take_inline`): no buffer, no completion-queue entry, no
     /// progress call's round of every ring. 2 ranks × 1 worker, 4 × nearest, `compiled`
     /// (alternated runs, ns a step, the fastest 8 of 15): `-iter 0` 434–514 → 362–406 (bsp
-    /// 468–590), `-iter 64` 958–998 → 914–973 (bsp 1005–1043). Otherwise the message is taken straight from
-    /// the progress call that brings it in, never filed; the map is looked at only when
-    /// something was filed since the last look (by this thread's progress or another's), so
-    /// an empty poll takes no lock of this rank's.
+    /// 468–590), `-iter 64` 958–998 → 914–973 (bsp 1005–1043). Otherwise the message is
+    /// taken straight from the progress call that brings it in, never filed; the map is
+    /// looked at only when something was filed since the last look (by this thread's
+    /// progress or another's), so an empty poll takes no lock of this rank's.
     pub fn pull(&self, key: Key, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         let mut seen = self.filed.load(Ordering::Acquire);
         if let Some(taken) = self.take_arrived(key) {
             return taken.map(|data| take(&data));
         }
+        let is_mine = |port: u16, source: usize, data: &[u8]| {
+            port == PORT_TACTOR && key_of(data, source) == Some(key)
+        };
         for _ in 0..PULL_POLLS {
             let mut wanted = |port: u16, data: &[u8]| {
-                let mine = port == PORT_TACTOR && key_of(data, key.2) == Some(key);
+                let mine = is_mine(port, key.2, data);
                 if mine {
                     take(data);
                 }
@@ -352,12 +355,10 @@ impl Remote {
                 return Ok(());
             }
             let mut mine = None;
-            self.progress_with(
-                &mut |m| match m.port == PORT_TACTOR && message_key(&m) == Some(key) {
-                    true if mine.is_none() => mine = Some(m.data),
-                    _ => self.deliver(m),
-                },
-            );
+            self.progress_with(&mut |m| match is_mine(m.port, m.source, &m.data) {
+                true if mine.is_none() => mine = Some(m.data),
+                _ => self.deliver(m),
+            });
             if let Some(data) = mine {
                 take(&data);
                 return Ok(());
