@@ -26,6 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum App {
     /// Every PE adds 1 to -n random entries of a table of -T entries per PE
+    #[command(alias = "histo")]
     Histogram {
         /// Updates per PE
         #[arg(short = 'n', default_value_t = 1_000_000)]
@@ -54,12 +55,14 @@ enum App {
         common: Common,
     },
     /// Transposes a sparse matrix (checked against the serial transpose)
+    #[command(alias = "transpose_matrix")]
     Transpose {
         #[command(flatten)]
         matrix: MatrixArgs,
     },
     /// Permutes the rows and columns of a sparse matrix at random (checked against the serial
     /// permutation)
+    #[command(alias = "permute_matrix")]
     Permute {
         #[command(flatten)]
         matrix: MatrixArgs,
@@ -67,6 +70,7 @@ enum App {
     /// Finds the row and column permutations that make a morally upper-triangular matrix
     /// upper triangular (generated: a permuted upper triangle with a full diagonal, -z
     /// nonzeros per row with the diagonal, as in Bale)
+    #[command(alias = "topo")]
     Toposort {
         #[command(flatten)]
         matrix: MatrixArgs,
@@ -79,7 +83,7 @@ enum App {
         /// A Kronecker product graph instead, Bale's `-K MODE:S1xS2x...` (the product of the
         /// stars K(1,Si); MODE 1 or 2 puts loops that make triangles): its count is also
         /// checked against the closed form
-        #[arg(short = 'K')]
+        #[arg(short = 'K', conflicts_with_all = ["file", "rows", "per_row", "graph"])]
         kronecker: Option<String>,
     },
     /// A random permutation of -n values per PE by dart throwing (checked: each value once)
@@ -108,7 +112,7 @@ struct MatrixArgs {
     #[arg(short = 'z', default_value_t = 10.0, allow_negative_numbers = true)]
     per_row: f64,
     /// Read the matrix from this Matrix Market file instead
-    #[arg(short = 'f', long = "file")]
+    #[arg(short = 'f', long = "file", conflicts_with_all = ["rows", "per_row", "graph"])]
     file: Option<std::path::PathBuf>,
     /// How it is written (selector or agp)
     #[arg(long, value_enum, default_value_t = Model::Selector)]
@@ -165,13 +169,19 @@ struct Job {
 
 impl Job {
     /// Starts the PEs and joins the job; on several ranks only the selector versions run.
-    fn start(c: &Common, model: Model) -> Result<Job, String> {
+    fn start(c: &Common, model: Model, mailboxes: usize) -> Result<Job, String> {
         let pes = c.pes.map_or_else(
             || std::thread::available_parallelism().map_or(1, |n| n.get()),
             |p| p as usize,
         );
         // The job first: MPI starts before this process has threads of its own.
         let cluster = Cluster::join(pes)?;
+        let all = pes.saturating_mul(
+            cluster
+                .as_ref()
+                .map_or(1, |c| tactor::actor::Link::ranks(c.as_ref())),
+        );
+        bale::memory::check_selector(mailboxes, all, pes)?;
         if cluster.is_some() && model == Model::Lambda {
             return Err(
                 "--model lambda runs in one process (without mpirun): closures do not cross ranks"
@@ -204,7 +214,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             model,
             common,
         } => {
-            let job = Job::start(&common, model)?;
+            let job = Job::start(&common, model, 1)?;
             let p = histogram::Params {
                 updates,
                 table,
@@ -235,7 +245,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             if model == Model::Lambda {
                 return Err("--model lambda: ig has no lambda version (histogram has)".into());
             }
-            let job = Job::start(&common, model)?;
+            let job = Job::start(&common, model, 2)?;
             let o = match model {
                 Model::Agp => match job.agp_on_ranks() {
                     Some(pes) => index_gather::selector(&pes, &p)?,
@@ -253,7 +263,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
         }
         App::Toposort { matrix: a } => {
             refuse_lambda(a.model)?;
-            let job = Job::start(&a.common, a.model)?;
+            let job = Job::start(&a.common, a.model, 4)?;
             let pes = job.pes();
             let m = match &a.file {
                 Some(f) => bale::matrix::mm::read(f)?,
@@ -272,10 +282,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             kronecker,
         } => {
             refuse_lambda(a.model)?;
-            if a.file.is_some() && kronecker.is_some() {
-                return Err("-f and -K: give one input".into());
-            }
-            let job = Job::start(&a.common, a.model)?;
+            let job = Job::start(&a.common, a.model, 2)?;
             let pes = job.pes();
             let (l, known) = match &kronecker {
                 Some(k) => {
@@ -309,7 +316,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 seed: common.seed,
             };
             refuse_lambda(model)?;
-            let job = Job::start(&common, model)?;
+            let job = Job::start(&common, model, 2)?;
             let o = match (model, job.agp_on_ranks()) {
                 (Model::Agp, None) => randperm::agp(&job.rt, &p)?,
                 (Model::Agp, Some(unbatched)) => randperm::selector(&unbatched, &p)?,
@@ -365,7 +372,7 @@ fn reshape_app(
     op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
 ) -> Result<(Outcome, bool), String> {
     refuse_lambda(a.model)?;
-    let job = Job::start(&a.common, a.model)?;
+    let job = Job::start(&a.common, a.model, 1)?;
     let pes = job.pes();
     let m = input(a, pes.count())?;
     let op = op(&m);
@@ -381,26 +388,30 @@ fn reshape_app(
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // Rank 0 reports for the job: every rank decides the arguments and the input alike, so
-    // their errors are rank 0's too; a check that failed is reported by the lowest rank it
-    // failed on, named (`Pes::timed`), and the others exit quietly.
-    let other_rank = tactor_comm::launcher::job().is_some_and(|(n, r)| n > 1 && r > 0);
-    match run(cli) {
+    // Every rank would say the same: rank 0 speaks for the job.
+    let other_rank = tactor_cli::args::other_rank();
+    if let Err(e) = tactor_cli::signals::exit_on_termination("bale", other_rank) {
+        tactor_cli::say!("error: could not handle termination signals: {e}");
+        return ExitCode::FAILURE;
+    }
+    let cli: Cli = tactor_cli::args::parse();
+    // Every rank decides the arguments and the input alike, so their errors are rank 0's
+    // too; a check that failed is reported by the lowest rank it failed on, named
+    // (`Pes::timed`), and the others exit quietly.
+    let code = match run(cli) {
         Ok((o, json)) => {
-            if other_rank {
-                return ExitCode::SUCCESS;
-            }
-            if json {
-                println!("{}", serde_json::to_string(&o).expect("plain data"));
-            } else {
-                print_line(&o);
+            if !other_rank {
+                if json {
+                    tactor_cli::out!("{}\n", serde_json::to_string(&o).expect("plain data"));
+                } else {
+                    print_line(&o);
+                }
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
             if !e.is_empty() && (!other_rank || e.starts_with(apps::RANK_ERROR)) {
-                eprintln!("error: {e}");
+                tactor_cli::say!("error: {e}");
             } else if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
                 // A launcher ends the job at the first rank that exits: give the rank that
                 // reports time to print.
@@ -408,13 +419,27 @@ fn main() -> ExitCode {
             }
             ExitCode::FAILURE
         }
+    };
+    match tactor_cli::output::finish() {
+        Ok(()) => code,
+        Err(e) => {
+            tactor_cli::say!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
 fn print_line(o: &apps::Outcome) {
     let found = o.result.map_or(String::new(), |r| format!(", {r} found"));
-    println!(
-        "{} ({}, {} PEs): {:.4} s, {:.2} M {}/s, {} {} checked{found}",
-        o.app, o.model, o.pes, o.seconds, o.rate_millions, o.unit, o.operations, o.unit
+    tactor_cli::out!(
+        "{} ({}, {} PEs): {:.4} s, {:.2} M {}/s, {} {} checked{found}\n",
+        o.app,
+        o.model,
+        o.pes,
+        o.seconds,
+        o.rate_millions,
+        o.unit,
+        o.operations,
+        o.unit
     );
 }

@@ -1,27 +1,54 @@
-//! What fits in this machine's memory: the size checks every app and input makes before it
-//! allocates, so that a size too large is one line naming it, not an allocation failure.
+//! What fits in the memory this process may use (the smallest of the machine's available
+//! memory, the address-space and data limits and the cgroup's limit: `tactor_cli::limits`):
+//! the size checks every app and input makes before it allocates, so that a size too large
+//! is one line naming it and the limit, not an allocation failure or the OOM killer.
 
-/// Bytes of `entries` `u64`-sized values, or an error naming what does not fit.
+use tactor_cli::limits::{self, mul};
+
+/// Bytes of `entries_per_pe` `u64`-sized values on each of `pes` PEs, or an error naming
+/// what does not fit.
+///
+/// ```
+/// assert_eq!(bale::memory::table_bytes(10, 2, "a table of"), Ok(160));
+/// assert!(bale::memory::table_bytes(u64::MAX, 2, "a table of").is_err());
+/// ```
 pub fn table_bytes(entries_per_pe: u64, pes: usize, what: &str) -> Result<u64, String> {
-    entries_per_pe
-        .checked_mul(pes as u64)
-        .and_then(|n| n.checked_mul(8))
-        .filter(|&b| b <= available_memory())
-        .ok_or_else(|| {
-            format!(
-                "{what} {entries_per_pe} per PE × {pes} PEs does not fit in this machine's memory"
-            )
-        })
+    let bytes = mul(mul(entries_per_pe, pes), 8u32);
+    limits::check(
+        bytes,
+        &format!("{what} {entries_per_pe} per PE × {pes} PEs"),
+    )?;
+    u64::try_from(bytes)
+        .map_err(|_| format!("{what} {entries_per_pe} per PE × {pes} PEs: too large"))
 }
 
-/// Bytes of memory available (MemAvailable), or unbounded where it cannot be read.
-fn available_memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(u64::MAX, |kib| kib.saturating_mul(1024))
+/// Bytes a matrix app may hold at its peak for a matrix of `rows` rows and `nonzeros`
+/// nonzeros: the entries while the matrix is built, the compressed copies (input, its
+/// distributed rows, the result, the serial reference) and the per-row arrays of the
+/// elimination: 128 bytes a row and 48 a nonzero bound every app's measured peak (figures
+/// in `docs/2026-11-26-hardening.md`).
+///
+/// ```
+/// assert_eq!(bale::memory::matrix_bytes(10, 100), 10 * 128 + 100 * 48);
+/// ```
+pub fn matrix_bytes(rows: u64, nonzeros: u128) -> u128 {
+    mul(rows, 128u32).saturating_add(nonzeros.saturating_mul(48))
+}
+
+/// Refuses a matrix of `rows` rows and `nonzeros` nonzeros that would not fit, naming `what`
+/// it is (a flag or a file).
+pub fn check_matrix(rows: u64, nonzeros: u128, what: &str) -> Result<(), String> {
+    limits::check(
+        matrix_bytes(rows, nonzeros),
+        &format!("{what}: a matrix of {rows} rows and {nonzeros} nonzeros"),
+    )
+}
+
+/// Refuses a selector whose aggregation buffers would not fit: `mailboxes` mailboxes over
+/// `pes` PEs, `local` of them in this process (each PE buffers for every mailbox and PE).
+pub fn check_selector(mailboxes: usize, pes: usize, local: usize) -> Result<(), String> {
+    limits::check(
+        tactor::actor::buffer_bytes(mailboxes, pes, local),
+        &format!("the aggregation buffers of {pes} PEs ({local} in this process)"),
+    )
 }

@@ -103,7 +103,7 @@ impl Cluster {
         framed.extend_from_slice(&bytes);
         for r in (0..ranks).filter(|&r| r != me) {
             if let Err(e) = self.transport.send(0, r, GATHER, framed.clone(), None) {
-                eprintln!("error: rank {me}: {e}");
+                tactor_cli::say!("error: rank {me}: {e}");
                 self.transport.abort(1);
             }
         }
@@ -162,7 +162,7 @@ impl Cluster {
         // The destination's channel, which it polls while it waits for its parcels.
         let channel = local % self.transport.channels();
         if let Err(e) = self.transport.send(channel, rank, PARCELS, bytes, None) {
-            eprintln!("error: rank {}: {e}", self.rank());
+            tactor_cli::say!("error: rank {}: {e}", self.rank());
             self.transport.abort(1);
         }
     }
@@ -242,7 +242,7 @@ impl Link for Cluster {
     fn send(&self, worker: usize, rank: usize, bytes: Vec<u8>) {
         let channel = worker % self.transport.channels();
         if let Err(e) = self.transport.send(channel, rank, PORT, bytes, None) {
-            eprintln!("error: rank {}: {e}", self.rank());
+            tactor_cli::say!("error: rank {}: {e}", self.rank());
             self.transport.abort(1);
         }
     }

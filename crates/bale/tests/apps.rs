@@ -180,7 +180,7 @@ fn bad_input_is_one_line() {
         ("histogram -T 0", "-T 0"),
         ("ig -T 0", "-T 0"),
         ("histogram -T 99999999999999 --pes 1", "-T 99999999999999"),
-        ("histogram -T 4000000000 --pes 4", "does not fit"),
+        ("histogram -T 4000000000 --pes 4", "would need about"),
         ("histogram --pes 0", "--pes"),
         ("histogram -n x", "-n"),
         ("nosuchapp", "nosuchapp"),
@@ -201,10 +201,148 @@ fn bad_input_is_one_line() {
         ("triangles -K 1:1000x1000x1000", "2^26"),
         ("randperm -n 3000000000", "-n 3000000000"),
         ("randperm --model lambda", "only histogram has a lambda"),
+        // Sizes that parse but overflow or cannot fit.
+        ("histogram -n 9223372036854775808 --pes 2", "overflow"),
+        (
+            "histogram -n 10 -T 10 --pes 4096",
+            "aggregation buffers of 4096 PEs",
+        ),
+        ("transpose -n 1000000000 -z 0 --pes 4", "would need about"),
+        ("histogram -n 18446744073709551616", "-n"),
+        // Flags that have no effect together, and clap's own errors, in one line.
+        ("transpose -f x.mm -n 5", "cannot be used with"),
+        ("permute -f x.mm -z 5", "cannot be used with"),
+        ("toposort -f x.mm --graph geometric", "cannot be used with"),
+        ("triangles -K 1:3x4 -n 5", "cannot be used with"),
+        ("triangles -K 1:3x4 -z 5", "cannot be used with"),
+        ("triangles -K 1:3x4 -f x.mm", "cannot be used with"),
+        ("histogram --bogus", "--bogus"),
+        ("histogram -n", "-n"),
+        ("", "needs one of: histogram"),
     ] {
-        let (ok, _, err) = bale(args);
+        let (ok, out, err) = bale(args);
         assert!(!ok, "{args} was accepted");
         assert!(err.contains(says), "{args}: {err}");
         assert!(!err.contains("panicked"), "{args}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args}: {err}");
+        assert!(err.starts_with("error: "), "{args}: {err}");
+        assert!(out.is_empty(), "{args}: {out}");
     }
+}
+
+#[test]
+fn bales_own_app_names_are_accepted() {
+    for app in [
+        "histo -n 100",
+        "ig -n 100",
+        "topo -n 50",
+        "permute_matrix -n 50",
+        "transpose_matrix -n 50",
+        "triangles -n 50",
+        "randperm -n 100",
+    ] {
+        let args = format!("{app} --pes 2");
+        let (ok, out, err) = bale(&args);
+        assert!(ok && out.contains("checked"), "{args}: {err}");
+    }
+}
+
+/// Runs `bale ARGS` under `sh -c` with `setup` first (a `ulimit`, a redirection).
+fn bale_in_shell(setup: &str, args: &str) -> (Option<i32>, String, String) {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{setup}; exec \"$0\" {args}"))
+        .arg(env!("CARGO_BIN_EXE_bale"))
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_memory_limit_a_job_runs_under_is_the_one_checked() {
+    // 1 GiB of address space: a table of 1.5 GiB is refused by that limit, by name, and
+    // small runs still work under it.
+    let limit = "ulimit -v 1048576";
+    let (code, _, err) = bale_in_shell(limit, "histogram -n 1000 -T 100000000 --pes 2");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("RLIMIT_AS"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (code, out, err) = bale_in_shell(limit, "histogram -n 1000 --pes 2");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("checked"), "{out}");
+    // A file whose size line declares a matrix larger than the limit.
+    let dir = std::env::temp_dir().join(format!("bale-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let huge = dir.join("huge.mm");
+    std::fs::write(
+        &huge,
+        "%%MatrixMarket matrix coordinate pattern general\n4294967295 4294967295 1\n1 1\n",
+    )
+    .unwrap();
+    for app in ["transpose", "permute", "toposort", "triangles"] {
+        let (code, _, err) = bale_in_shell(limit, &format!("{app} -f {} --pes 2", huge.display()));
+        assert_eq!(code, Some(1), "{app}: {err}");
+        assert!(
+            err.contains("huge.mm: line 2") && err.contains("RLIMIT_AS"),
+            "{app}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_full_or_closed_stdout_is_one_line_or_quiet() {
+    let (code, _, err) = bale_in_shell("exec > /dev/full", "histogram -n 10 --pes 2");
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err.trim(),
+        "error: writing output: No space left on device (os error 28)"
+    );
+    let (code, _, err) = bale_in_shell("exec > /dev/full", "ig -n 10 --pes 2 --json");
+    assert_eq!(code, Some(1), "{err}");
+    // A reader that went away: quiet, and the run's own status.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" histogram -n 100000 --pes 2 | true; echo \"$?\"")
+        .arg(env!("CARGO_BIN_EXE_bale"))
+        .output()
+        .unwrap();
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn sigterm_ends_a_run_with_one_line() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bale"))
+        .args(["histogram", "-n", "100000000000", "--pes", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "SIGTERM did not end the run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(143));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "bale: stopped by SIGTERM\n"
+    );
 }

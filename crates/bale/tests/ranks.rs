@@ -149,6 +149,10 @@ fn on_ranks_the_baselines_and_bad_input_are_refused_once() {
             format!("toposort --pes 1 --model exstack -f {}", blocked.display()),
             "not a permuted upper triangle",
         ),
+        // clap's errors too: one line, from rank 0 alone.
+        ("histogram --pes 0".into(), "--pes"),
+        ("histogram --bogus".into(), "--bogus"),
+        ("transpose -f x.mm -n 5".into(), "cannot be used with"),
     ];
     for (args, want) in cases {
         let out = mpirun(2, &args);
@@ -158,6 +162,12 @@ fn on_ranks_the_baselines_and_bad_input_are_refused_once() {
         assert_eq!(ours.len(), 1, "{args}: one line, from one rank: {err}");
     }
     let _ = std::fs::remove_dir_all(dir);
+    for (flag, once) in [("--version", "bale 0."), ("--help", "Usage:")] {
+        let out = mpirun(2, flag);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{flag}: {text}");
+        assert_eq!(text.matches(once).count(), 1, "{flag}: {text}");
+    }
 }
 
 /// A wrong answer on one rank fails the job on every rank, named once by that rank.

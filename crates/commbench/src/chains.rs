@@ -1,6 +1,7 @@
 //! The chains of seed 002 and the driver that runs them on any [`Endpoint`].
 
 use crate::{parcelport::Parcelport, raw::Raw, tactor::Layer};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tactor_comm::{mpi::MpiTransport, Reduce, Transport};
 
@@ -132,14 +133,20 @@ pub struct Sample {
 
 /// Every row on every implementation, `reps` times, alternated: repetition r of every
 /// implementation runs before repetition r + 1 of any.
-pub fn measure(net: &MpiTransport, rows: &[Row], reps: u32) -> anyhow::Result<Vec<Sample>> {
+/// Each sample goes into `out` as soon as it is measured, so that a signal handler can
+/// report what was measured before the run was stopped.
+pub fn measure(
+    net: &MpiTransport,
+    rows: &[Row],
+    reps: u32,
+    out: &Mutex<Vec<Sample>>,
+) -> anyhow::Result<()> {
     let rank = net.rank();
     let mut eps: Vec<Box<dyn Endpoint>> = vec![
         Box::new(Raw::new(rank)),
         Box::new(Parcelport::new(rank)),
         Box::new(Layer::new(net)),
     ];
-    let mut out = Vec::new();
     for rep in 0..reps {
         for row in rows {
             for ep in eps.iter_mut() {
@@ -150,7 +157,7 @@ pub fn measure(net: &MpiTransport, rows: &[Row], reps: u32) -> anyhow::Result<Ve
                 let slowest = net
                     .all_reduce(Reduce::Max, nanos, &mut || true)
                     .map_err(|_| anyhow::anyhow!("the other rank stopped"))?;
-                out.push(Sample {
+                out.lock().unwrap_or_else(|p| p.into_inner()).push(Sample {
                     kind: row.kind,
                     implementation: ep.name(),
                     chains: row.chains,
@@ -162,8 +169,8 @@ pub fn measure(net: &MpiTransport, rows: &[Row], reps: u32) -> anyhow::Result<Ve
             }
         }
         if rank == 0 {
-            eprintln!("commbench: repetition {} of {reps} done", rep + 1);
+            tactor_cli::say!("commbench: repetition {} of {reps} done", rep + 1);
         }
     }
-    Ok(out)
+    Ok(())
 }

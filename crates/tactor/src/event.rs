@@ -387,10 +387,11 @@ impl Event {
         if !served {
             self.block();
         }
-        self.state()
-            .outcome()
-            .expect("triggered")
-            .map_err(TaskFailed)
+        match self.state().outcome() {
+            Some(o) => o.map_err(TaskFailed),
+            // Given up at the runtime's shutdown (`frames::ABANDON_AFTER`).
+            None => Err(TaskFailed(Arc::new(crate::Failure::Abandoned))),
+        }
     }
 
     /// Makes the calling thread's parker fire when the event triggers (a suspended task's

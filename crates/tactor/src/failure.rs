@@ -47,6 +47,9 @@ pub enum Failure {
     Poisoned(String),
     /// The last handle of a user event was dropped before it was triggered.
     UserEventDropped,
+    /// The runtime shut down while a task waited for an event that nothing could trigger any
+    /// more (see `Drop for Runtime`): the wait gave up.
+    Abandoned,
 }
 
 impl fmt::Display for Failure {
@@ -64,6 +67,10 @@ impl fmt::Display for Failure {
             Failure::UserEventDropped => {
                 write!(f, "a user event was dropped without being triggered")
             }
+            Failure::Abandoned => write!(
+                f,
+                "the runtime shut down while this task waited for an event nothing could trigger any more"
+            ),
         }
     }
 }

@@ -87,6 +87,7 @@ mod sync;
 
 pub use event::{Event, UserEvent};
 pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
+pub use runtime::ABANDON_AFTER;
 pub use runtime::{current_worker, relax, Builder, Handle, Placement, Poller, Runtime};
 pub use scope::Scope;
 pub use subgraph::{

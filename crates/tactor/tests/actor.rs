@@ -406,3 +406,34 @@ fn a_handler_sends_only_where_its_mailbox_feeds() {
 fn a_selector_has_at_most_64_mailboxes() {
     let _ = Spec::new(65);
 }
+
+/// The message of a caught panic.
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_send_out_of_range_fails_the_selector_with_its_documented_message() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    for (mailbox, pe, says) in [
+        (5, 0, "send to mailbox 5, but the selector has 1"),
+        (0, 9, "send to PE 9, but the selector has 2"),
+    ] {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            actor::run(&rt, &Spec::new(1), vec![Rogue, Rogue], |p| {
+                p.send(mailbox, 1, pe)
+            })
+        }));
+        let Err(p) = r else {
+            panic!("the bad send must fail the selector")
+        };
+        let text = panic_text(p);
+        // The failure's message, not its Debug form.
+        assert!(text.starts_with("a PE of the selector failed: "), "{text}");
+        assert!(text.contains(says), "{text}");
+        assert!(!text.contains("TaskFailed("), "{text}");
+    }
+}

@@ -3,7 +3,6 @@
 
 use crate::error::ConfigError;
 use crate::graph::{check_graph, DependenceType, KernelType, TaskGraph};
-use crate::memory;
 use crate::report::Totals;
 
 /// A flag a system adds to the Task Bench flags (for example `-worker N`).
@@ -254,8 +253,9 @@ impl App {
     }
 }
 
-/// Refuses `needed` bytes of memory for `what` when the machine does not have them, with one
-/// line that says both.
+/// Refuses `needed` bytes of memory for `what` when this process may not use them (the
+/// machine's available memory, `RLIMIT_AS`, `RLIMIT_DATA`, the cgroup's limit), with one line
+/// that says both and names the limit.
 ///
 /// ```
 /// use taskbench_core::app::check_memory;
@@ -264,20 +264,7 @@ impl App {
 /// assert!(e.starts_with("a test would need about "), "{e}");
 /// ```
 pub fn check_memory(needed: u128, what: &str) -> Result<(), ConfigError> {
-    // Without a reading, refuse only what no 64-bit machine can address.
-    let have = memory::available();
-    let limit = have.map_or(u128::from(u64::MAX), u128::from);
-    if needed <= limit {
-        return Ok(());
-    }
-    let has = match have {
-        Some(h) => format!("the machine has {} available", memory::human(h.into())),
-        None => "no 64-bit machine has that much".into(),
-    };
-    Err(ConfigError::TooLarge(format!(
-        "{what} would need about {} of memory, but {has}",
-        memory::human(needed)
-    )))
+    tactor_cli::limits::check(needed, what).map_err(ConfigError::TooLarge)
 }
 
 fn range(flag: &str, shown: String, rule: &str) -> ConfigError {

@@ -4,9 +4,11 @@
 
 use crate::graph::TaskGraph;
 
-/// Bytes this process can still allocate without swapping: `MemAvailable` of
-/// `/proc/meminfo`, lowered to the cgroup's remaining allowance where one is set. `None` where
-/// neither can be read (then no run is refused for memory).
+pub use tactor_cli::limits::{human, mul};
+
+/// Bytes this process can still allocate: the smallest of the machine's available memory,
+/// its address-space and data limits and its cgroup's limit (`tactor_cli::limits`). `None`
+/// where none can be read (then no run is refused for memory).
 ///
 /// ```
 /// if let Some(bytes) = taskbench_core::memory::available() {
@@ -14,58 +16,7 @@ use crate::graph::TaskGraph;
 /// }
 /// ```
 pub fn available() -> Option<u64> {
-    // Miri isolates the program from the file system.
-    if cfg!(miri) {
-        return None;
-    }
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
-    let host = meminfo.as_deref().and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("MemAvailable:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kib| kib.saturating_mul(1024))
-    });
-    let read = |f: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{f}")).ok();
-    let cgroup = match (read("memory.max"), read("memory.current")) {
-        (Some(max), Some(cur)) => match (max.trim().parse::<u64>(), cur.trim().parse::<u64>()) {
-            (Ok(max), Ok(cur)) => Some(max.saturating_sub(cur)),
-            _ => None, // "max": no limit
-        },
-        _ => None,
-    };
-    match (host, cgroup) {
-        (Some(h), Some(c)) => Some(h.min(c)),
-        (h, c) => h.or(c),
-    }
-}
-
-/// `bytes` for people: `1.5 GiB`.
-///
-/// ```
-/// assert_eq!(taskbench_core::memory::human(1536 * 1024 * 1024), "1.5 GiB");
-/// assert_eq!(taskbench_core::memory::human(100), "100 B");
-/// ```
-pub fn human(bytes: u128) -> String {
-    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else if v >= 1024.0 {
-        format!("{v:.3e} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// `a × b` for sizes, saturating (a size near `u128::MAX` is refused anyway).
-pub fn mul(a: impl TryInto<u128>, b: impl TryInto<u128>) -> u128 {
-    let (a, b) = (a.try_into().unwrap_or(0), b.try_into().unwrap_or(0));
-    a.saturating_mul(b)
+    tactor_cli::limits::Room::now().bytes
 }
 
 impl TaskGraph {
@@ -109,11 +60,5 @@ mod tests {
         assert!(g.plan_bytes() > u64::MAX as u128);
         let small = TaskGraph::default();
         assert!(small.plan_bytes() < 4096);
-    }
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human(2048), "2.0 KiB");
-        assert!(human(u128::MAX).ends_with("EiB"));
     }
 }

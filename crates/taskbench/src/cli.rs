@@ -32,6 +32,10 @@ pub const DEFAULT_SYSTEM: &str = "bsp";
 /// machine's cores, and thread start-up alone takes seconds.
 pub const MAX_WORKERS: usize = 4096;
 
+/// `taskbench --job`: prints `job: rank R of N` as the launcher started this process (`metg`
+/// checks a `--launcher` with it before trusting its runs to be on N ranks).
+pub const JOB_FLAG: &str = "--job";
+
 /// Points per timestep from which the setup is announced on stderr.
 const LARGE_WIDTH: i64 = 1_000_000;
 
@@ -90,6 +94,7 @@ fn help() -> String {
         "taskbench: Task Bench (Slaughter et al., SC'20) for Tactor's systems\n\n\
          Usage: taskbench [GRAPH FLAGS] [-and GRAPH FLAGS ...] [GLOBAL FLAGS] [-system NAME] [-worker N]\n\
          \x20      taskbench --list\n\
+         \x20      taskbench --job    (prints the rank and rank count its launcher gave it)\n\
          \x20      taskbench metg [--system A,B] [--external CMD] [--out DIR] [GRAPH FLAGS]  (taskbench metg -h)\n\
          \x20      taskbench metg analyze LOG... --cores N [--peak FLOPS] [--graphs G] [--json]\n\n\
          Graph flags (apply to the graph being built; -and starts the next one from the defaults):\n\
@@ -276,6 +281,15 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
         message: format!("writing output: {e}"),
         code: 1,
     };
+    // Help, version and the list are the same on every rank of a job: rank 0 prints them.
+    let mut sink = std::io::sink();
+    let out: &mut dyn Write = if cluster::launcher_rank().is_some_and(|r| r != 0)
+        && args.first().map(String::as_str) != Some(JOB_FLAG)
+    {
+        &mut sink
+    } else {
+        out
+    };
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return quiet_on_closed_pipe(out.write_all(help().as_bytes()))
             .map(|_| ())
@@ -283,6 +297,12 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
     }
     if args.iter().any(|a| a == "--version" || a == "-V") {
         return quiet_on_closed_pipe(writeln!(out, "{}", version()))
+            .map(|_| ())
+            .map_err(io);
+    }
+    if args.first().map(String::as_str) == Some(JOB_FLAG) {
+        let (n, r) = tactor_comm::launcher::job().unwrap_or((1, 0));
+        return quiet_on_closed_pipe(writeln!(out, "job: rank {r} of {n}"))
             .map(|_| ())
             .map_err(io);
     }
@@ -295,12 +315,10 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
     join_ranks(&mut app, system.as_ref(), &mut cfg)?;
     // On several ranks, rank 0 alone prints, as in the reference MPI programs.
     let printer = cfg.cluster.as_ref().is_none_or(|c| c.rank() == 0);
-    let mut sink = std::io::sink();
-    let out: &mut dyn Write = if printer { out } else { &mut sink };
     let width: i64 = app.graphs.iter().map(|g| g.max_width).sum();
     if width >= LARGE_WIDTH && printer {
         // Setting up buffers and plans this wide takes seconds to minutes before the run.
-        eprintln!("taskbench: setting up {width} points per timestep; this takes a while");
+        tactor_cli::say!("taskbench: setting up {width} points per timestep; this takes a while");
     }
     // A reader that went away (`| head -1`) does not stop the run or turn it into an error:
     // the report is simply not shown.
@@ -342,7 +360,7 @@ pub fn quiet_on_closed_pipe(r: std::io::Result<()>) -> std::io::Result<Option<()
 pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("metg") {
-        return match crate::metg::main(&args[1..]) {
+        let code = match crate::metg::main(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 cluster::say(&format!("error: {e:#}"));
@@ -350,6 +368,20 @@ pub fn main() -> ExitCode {
                 ExitCode::from(if e.is::<crate::metg::Usage>() { 2 } else { 1 })
             }
         };
+        // A table that could not be written (a full disk) is a failure too.
+        return match tactor_cli::output::finish() {
+            Ok(()) => code,
+            Err(e) => {
+                cluster::say(&format!("error: {e}"));
+                ExitCode::FAILURE
+            }
+        };
+    }
+    // A scheduler's SIGTERM or a hang-up ends a run with one line (from rank 0 of a job).
+    let quiet = cluster::launcher_rank().is_some_and(|r| r != 0);
+    if let Err(e) = tactor_cli::signals::exit_on_termination("taskbench", quiet) {
+        cluster::say(&format!("error: could not handle termination signals: {e}"));
+        return ExitCode::FAILURE;
     }
     let stdout = std::io::stdout();
     match run(&args, &mut stdout.lock()) {

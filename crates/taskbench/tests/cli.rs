@@ -200,3 +200,122 @@ fn version_and_a_closed_pipe() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs `taskbench ARGS` under `sh -c` with `setup` first (a `ulimit`, a redirection).
+fn in_shell(setup: &str, args: &str) -> (Option<i32>, String, String) {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{setup}; exec \"$0\" {args}"))
+        .arg(env!("CARGO_BIN_EXE_taskbench"))
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_address_space_limit_is_checked_before_allocating() {
+    // 2 GiB of address space: a run that needs more is refused by that limit, named; a small
+    // one still runs under it.
+    let limit = "ulimit -v 2097152";
+    for system in ["bsp", "compiled", "tasks", "serial"] {
+        let (code, out, err) = in_shell(
+            limit,
+            &format!("-width 100000000 -steps 2 -system {system}"),
+        );
+        assert_eq!(code, Some(2), "{system}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("would need about") && err.contains("RLIMIT_AS"),
+            "{system}: {err}"
+        );
+        let (code, _, err) = in_shell(limit, &format!("-steps 20 -width 4 -system {system}"));
+        assert_eq!(code, Some(0), "{system}: {err}");
+    }
+}
+
+#[test]
+fn a_full_disk_is_one_line_and_exit_status_1() {
+    for args in [
+        "-steps 4",
+        "--version",
+        "--list",
+        "-h",
+        "metg analyze /dev/null --cores 2",
+    ] {
+        let (code, _, err) = in_shell("exec > /dev/full", args);
+        assert_eq!(code, Some(1), "{args}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args}: {err}");
+        assert!(
+            err.starts_with("error: writing output: ") && err.contains("No space left"),
+            "{args}: {err}"
+        );
+    }
+}
+
+#[test]
+fn metg_names_missing_options_and_bounds_its_counts() {
+    for (args, says) in [
+        (&["metg", "analyze", "/dev/null"][..], "--cores"),
+        (&["metg", "analyze", "--cores", "2"], "<FILES>"),
+        (
+            &[
+                "metg",
+                "--runs",
+                "18446744073709551615",
+                "-kernel",
+                "compute_bound",
+            ],
+            "--runs",
+        ),
+        (
+            &["metg", "--reps", "100000", "-kernel", "compute_bound"],
+            "--reps",
+        ),
+        (
+            &[
+                "metg",
+                "analyze",
+                "/dev/null",
+                "--cores",
+                "2",
+                "--graphs",
+                "99999999",
+            ],
+            "--graphs",
+        ),
+    ] {
+        let (code, out, err) = taskbench(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+}
+
+#[test]
+fn sigterm_and_sighup_end_a_run_with_one_line() {
+    for (signal, code) in [("TERM", 143), ("HUP", 129), ("INT", 130)] {
+        let child = Command::new(env!("CARGO_BIN_EXE_taskbench"))
+            .args(["-steps", "100000000", "-width", "2", "-worker", "2"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "SIG{signal}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            format!("taskbench: stopped by SIG{signal}\n")
+        );
+    }
+}

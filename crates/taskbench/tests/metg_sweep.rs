@@ -170,7 +170,13 @@ fn broken_externals_are_reported_and_the_others_go_on() {
     ];
     args.extend(GRAPH);
     let (code, stdout, stderr) = metg(&args);
-    assert_eq!(code, 0, "{stderr}");
+    // The others' results are shown, and the exit status says that some contender failed.
+    assert_eq!(code, 1, "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: fails, silent, other, missing failed"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("fails: stopped: `false -steps 20")
             && stderr.contains("failed (exit status: 1)"),
@@ -353,7 +359,8 @@ fn implausible_reports_are_rejected_with_the_reason() {
     ];
     args.extend(GRAPH);
     let (code, stdout, stderr) = metg(&args);
-    assert_eq!(code, 0, "{stderr}");
+    // A contender that failed makes the exit status 1, after the results are shown.
+    assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("implausible elapsed time"), "{stderr}");
     assert!(
         stdout.contains("(measured: best mean rate of bsp"),
@@ -402,4 +409,115 @@ fn several_runs_give_a_median_with_its_range_and_a_log_per_run() {
         2
     );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sigterm_and_sighup_end_a_sweep_with_its_results_written_and_no_orphan() {
+    for (signal, code) in [(libc_sig::TERM, 143), (libc_sig::HUP, 129)] {
+        let out = tmp(&format!("stopped-{signal}"));
+        let pidfile = out.with_extension("pid");
+        let _ = std::fs::remove_file(&pidfile);
+        // An external that runs once, then hangs (as a stuck mpirun would), in a group of
+        // its own under metg: the first size has results from both.
+        let ran = out.with_extension("ran");
+        let _ = std::fs::remove_file(&ran);
+        let slow = script(
+            &format!("hang-{signal}"),
+            &format!(
+                "if [ -e {ran} ]; then echo $$ > {pid}; sleep 300; echo done; else touch {ran}; exec {EXE} \"$@\" -system serial; fi",
+                ran = ran.display(),
+                pid = pidfile.display()
+            ),
+        );
+        let ext = format!("slow={}", slow.display());
+        let mut args = vec![
+            "metg",
+            "--system",
+            "bsp",
+            "--external",
+            &ext,
+            "--reps",
+            "1",
+            "--max-iter",
+            "64",
+            "--min-iter",
+            "16",
+        ];
+        let dir = out.display().to_string();
+        args.extend(["--out", &dir]);
+        args.extend(GRAPH);
+        let child = Command::new(EXE)
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The hanging contender runs after bsp at the first size: bsp has results then.
+        let start = std::time::Instant::now();
+        while !pidfile.exists() {
+            assert!(
+                start.elapsed().as_secs() < 60,
+                "the slow contender never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let script_pid = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .to_string();
+        Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        let done = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(code), "{stderr}");
+        assert!(
+            stderr.contains("finishing with what was measured"),
+            "{stderr}"
+        );
+        for f in ["bsp.log", "points.csv", "summary.json"] {
+            assert!(
+                out.join(f).exists(),
+                "{f} missing after SIG{signal}: {stderr}"
+            );
+        }
+        let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+        assert!(summary.contains("\"interrupted\": true"), "{summary}");
+        // The contender's whole group is gone (the script and its sleep).
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(
+            !std::path::Path::new(&format!("/proc/{script_pid}")).exists(),
+            "the contender {script_pid} outlived metg"
+        );
+    }
+}
+
+/// Signal names as `kill` takes them.
+mod libc_sig {
+    pub const TERM: &str = "TERM";
+    pub const HUP: &str = "HUP";
+}
+
+#[test]
+fn a_launcher_that_does_not_start_the_ranks_asked_for_is_refused_once() {
+    let mut args = vec![
+        "--system",
+        "bsp",
+        "--ranks",
+        "2",
+        "--launcher",
+        "",
+        "--reps",
+        "1",
+    ];
+    args.extend(GRAPH);
+    let (code, stdout, stderr) = metg(&args);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--launcher") && stderr.contains("must start 2 ranks"),
+        "{stderr}"
+    );
 }

@@ -232,6 +232,24 @@ fn bad_flags_are_reported_once() {
     let (_, err) = text(&o);
     assert_eq!(err.matches("error: ").count(), 1, "{err}");
     assert_ne!(o.status.code(), Some(0));
+    for (flag, once) in [
+        ("--version", "taskbench 0."),
+        ("-h", "Usage:"),
+        ("--list", "Systems:"),
+    ] {
+        let o = run(2, flag, &[]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{flag}: {err}");
+        assert_eq!(out.matches(once).count(), 1, "{flag}: {out}");
+    }
+    // `--job` is the one every rank answers: what metg checks a launcher with.
+    let (out, _) = text(&run(3, "--job", &[]));
+    let mut ranks: Vec<&str> = out.lines().collect();
+    ranks.sort_unstable();
+    assert_eq!(
+        ranks,
+        ["job: rank 0 of 3", "job: rank 1 of 3", "job: rank 2 of 3"]
+    );
 }
 
 /// Systems that run on ranks.

@@ -76,6 +76,12 @@ fn outcome(p: &Params, model: &'static str, pes: usize, seconds: f64) -> Outcome
 
 fn validate(p: &Params, pes: usize) -> Result<(), String> {
     super::check_table(p.table)?;
+    if p.updates.checked_mul(pes as u64).is_none() {
+        return Err(format!(
+            "-n {}: {} updates per PE on {pes} PEs overflow a 64-bit count",
+            p.updates, p.updates
+        ));
+    }
     table_bytes(p.table, pes, "a table of").map(|_| ())
 }
 

@@ -63,6 +63,7 @@ fn validate(p: &Params, pes: usize) -> Result<(), String> {
             u32::MAX
         ));
     }
+    // Both are at most u32::MAX: the sum fits.
     table_bytes(p.table + 2 * p.requests, pes, "a table and targets of").map(|_| ())
 }
 

@@ -90,6 +90,10 @@ pub fn parse(input: impl BufRead) -> Result<Matrix, String> {
             u32::MAX
         ));
     }
+    // The declared sizes decide what is allocated: a file of a few bytes may announce a
+    // matrix larger than this machine.
+    let stored = u128::from(*nnz) * if mirror { 2 } else { 1 };
+    crate::memory::check_matrix((*rows).max(*cols), stored, &format!("line {at}"))?;
     let (rows, cols, nnz) = (*rows as u32, *cols as u32, *nnz);
     let mut entries = Vec::with_capacity(nnz.min(1 << 24) as usize);
     let mut seen = 0u64;

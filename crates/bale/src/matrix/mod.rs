@@ -45,11 +45,10 @@ pub fn input(
     if !(per_row.is_finite() && per_row >= 0.0 && per_row <= f64::from(n)) {
         return Err(format!("-z {per_row}: 0 to {n} nonzeros per row"));
     }
-    // The pattern, the messages carrying it and the rebuilt copy: about 24 bytes a nonzero.
-    crate::memory::table_bytes(
-        (f64::from(n) * per_row * 3.0 / pes as f64).ceil() as u64 + u64::from(n) / pes as u64,
-        pes,
-        "a matrix and its copies of",
+    crate::memory::check_matrix(
+        u64::from(n),
+        (f64::from(n) * per_row).ceil() as u128,
+        &format!("-n {rows_per_pe} -z {per_row} on {pes} PEs"),
     )?;
     Ok(match graph {
         Graph::ErdosRenyi => generate::erdos_renyi(n, n, per_row / f64::from(n), seed),

@@ -59,6 +59,22 @@ use termination::Termination;
 /// uses about 10 kB per link).
 pub const BUFFER_BYTES: usize = 8192;
 
+/// Bytes of aggregation buffers a selector with `mailboxes` mailboxes over `pes` PEs may
+/// hold in a process that runs `local` of them: every PE keeps a buffer of
+/// [`BUFFER_BYTES`] for each mailbox and PE, and about as many are in flight. It grows with
+/// the square of the PEs, so a program checks it before starting thousands of PEs.
+///
+/// ```
+/// let b = tactor::actor::buffer_bytes(1, 4, 4);
+/// assert_eq!(b, 2 * 4 * 4 * tactor::actor::BUFFER_BYTES as u128);
+/// assert_eq!(tactor::actor::buffer_bytes(1, usize::MAX, usize::MAX), u128::MAX);
+/// ```
+pub fn buffer_bytes(mailboxes: usize, pes: usize, local: usize) -> u128 {
+    [mailboxes, pes, local, BUFFER_BYTES, 2]
+        .into_iter()
+        .fold(1u128, |acc, x| acc.saturating_mul(x as u128))
+}
+
 /// Empty polls of its inbox after which a PE that finished its program hands over its
 /// partly filled buffers.
 const IDLE_FLUSH: u32 = 16;
@@ -406,6 +422,11 @@ impl<M: Send, H: Handler<M>> Pe<'_, M, H> {
     /// If `pe` or `mailbox` is out of range, or this PE already called [`Pe::done`] on it.
     #[inline]
     pub fn send(&mut self, mailbox: usize, msg: M, pe: usize) {
+        let mailboxes = self.world.spec.mailboxes();
+        assert!(
+            mailbox < mailboxes,
+            "send to mailbox {mailbox}, but the selector has {mailboxes}"
+        );
         assert!(
             !self.done[mailbox],
             "PE {} sent to mailbox {mailbox} after done",
@@ -721,7 +742,7 @@ where
             });
         }
     })
-    .expect("a PE of the selector failed");
+    .unwrap_or_else(|e| panic!("a PE of the selector failed: {e}"));
     results
         .into_iter()
         .map(|r| {

@@ -16,6 +16,28 @@
 
 use crate::event::Event;
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+/// How long a runtime at shutdown stays otherwise idle — every worker's loop done, only
+/// suspended frames left — before the frames still waiting are given up: their waits return
+/// an error ([`crate::Failure::Abandoned`]). Only a thread outside the runtime could still
+/// trigger those events (a user event), and a drop must not hang on one that never comes.
+pub const ABANDON_AFTER: Duration = Duration::from_millis(100);
+
+/// The runtime's count of workers whose loop is done (at shutdown), and how many it has.
+#[cfg_attr(any(miri, loom), allow(dead_code))]
+pub(crate) struct Quiet<'a> {
+    pub(crate) count: &'a AtomicUsize,
+    pub(crate) of: usize,
+}
+
+#[cfg(not(any(miri, loom)))]
+thread_local! {
+    /// Set on a worker once its waiting frames were given up: every wait after it returns
+    /// at once (the wait sees its event untriggered and reports it).
+    static ABANDONED: Cell<bool> = const { Cell::new(false) };
+}
 
 thread_local! {
     /// Events the suspended frames of this thread's worker wait for.
@@ -33,11 +55,13 @@ pub(crate) fn ready() -> bool {
 
 #[cfg(not(any(miri, loom)))]
 mod imp {
-    use super::{ANY_WAITING, WAITING};
+    use super::{Quiet, ABANDONED, ABANDON_AFTER, ANY_WAITING, WAITING};
     use crate::event::Event;
     use corosensei::stack::DefaultStack;
     use corosensei::{Coroutine, CoroutineResult, Yielder};
     use std::cell::Cell;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
 
     /// Why a scheduling loop gave the thread back to the driver.
     pub(super) enum Yield {
@@ -68,7 +92,7 @@ mod imp {
 
     /// Runs `body` (a worker's scheduling loop, which returns at shutdown) until it and every
     /// frame it suspended have finished.
-    pub(crate) fn drive(body: fn()) {
+    pub(crate) fn drive(body: fn(), quiet: &Quiet<'_>) {
         let mut waiting: Vec<Loop> = Vec::new();
         let mut spare: Option<Loop> = None;
         let mut current = Some(new_loop(body));
@@ -95,13 +119,32 @@ mod imp {
                 }
                 CoroutineResult::Return(()) => {
                     // Shutdown: frames still waiting finish once their events trigger (the
-                    // runtime poisons what it cancels, so they do).
+                    // runtime poisons what it cancels, so they do), or are given up once no
+                    // worker runs anything (`ABANDON_AFTER`).
+                    quiet.count.fetch_add(1, Ordering::SeqCst);
+                    let mut all_quiet_since: Option<Instant> = None;
                     current = loop {
                         if waiting.is_empty() {
                             break None;
                         }
                         if let Some(next) = take_ready(&mut waiting) {
+                            quiet.count.fetch_sub(1, Ordering::SeqCst);
                             break Some(next);
+                        }
+                        if quiet.count.load(Ordering::SeqCst) < quiet.of {
+                            all_quiet_since = None;
+                        } else if ABANDONED.with(Cell::get)
+                            || all_quiet_since.get_or_insert_with(Instant::now).elapsed()
+                                >= ABANDON_AFTER
+                        {
+                            ABANDONED.with(|a| a.set(true));
+                            WAITING.with(|w| {
+                                let mut w = w.borrow_mut();
+                                w.pop();
+                                ANY_WAITING.with(|a| a.set(!w.is_empty()));
+                            });
+                            quiet.count.fetch_sub(1, Ordering::SeqCst);
+                            break waiting.pop();
                         }
                         std::thread::park_timeout(std::time::Duration::from_millis(1));
                     };
@@ -130,6 +173,10 @@ mod imp {
         let y = YIELDER.with(Cell::get);
         if y.is_null() {
             return false;
+        }
+        if ABANDONED.with(Cell::get) {
+            // Given up at shutdown: the wait returns with its event untriggered.
+            return true;
         }
         // Wake this thread if it sleeps when the event triggers.
         event.unpark_on_trigger();
@@ -161,7 +208,7 @@ mod imp {
 mod imp {
     use crate::event::Event;
 
-    pub(crate) fn drive(body: fn()) {
+    pub(crate) fn drive(body: fn(), _: &super::Quiet<'_>) {
         body();
     }
 

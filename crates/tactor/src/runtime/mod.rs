@@ -3,6 +3,7 @@
 
 pub(crate) mod channel;
 mod frames;
+pub use frames::ABANDON_AFTER;
 pub(crate) mod idle;
 mod mailbox;
 mod source;
@@ -37,6 +38,9 @@ pub(crate) struct Shared {
     rings: Arc<mailbox::Rings>,
     idle: Idle,
     closed: AtomicBool,
+    /// Workers that finished their scheduling loop at shutdown and hold only suspended
+    /// frames, if any (`frames::drive`): when every worker is, no task is running anywhere.
+    quiet: std::sync::atomic::AtomicUsize,
     spin: Duration,
     /// Sources of work from outside the runtime, polled by every worker.
     pollers: Vec<Arc<dyn Poller>>,
@@ -258,6 +262,7 @@ impl Builder {
             rings: Arc::new(rings),
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),
+            quiet: std::sync::atomic::AtomicUsize::new(0),
             spin: self.spin,
             pollers: self.pollers,
             kept: std::sync::Mutex::new(Vec::new()),
@@ -481,10 +486,24 @@ impl std::ops::Deref for Runtime {
 }
 
 impl Drop for Runtime {
+    /// Shuts the runtime down: tasks not started are cancelled (their events poisoned), the
+    /// workers finish what runs and are joined. A task suspended in [`Event::wait`] on an
+    /// event that nothing can trigger any more (every worker done; a user event nobody
+    /// triggers) gets an error from that wait once the runtime is otherwise idle for
+    /// [`ABANDON_AFTER`](crate::ABANDON_AFTER): the drop never hangs on it. Dropped by one of
+    /// its own tasks, the runtime does not wait for its workers: they end once that task
+    /// returns.
     fn drop(&mut self) {
         let shared = &self.handle.shared;
         shared.closed.store(true, Ordering::SeqCst);
         shared.idle.wake_all();
+        let inside = worker::with_current(|c| c.is_some_and(|c| Arc::ptr_eq(&c.shared, shared)));
+        if inside {
+            // Joining would wait for the very task that drops us: the threads are detached
+            // and end on their own.
+            self.threads.clear();
+            return;
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

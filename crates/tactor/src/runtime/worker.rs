@@ -167,7 +167,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     CURRENT.with(|c| c.set(&ctx));
     event::set_wait_hook(Some(wait_on_worker));
     // The loop runs on coroutines, so that tasks that wait can be suspended (`frames`).
-    frames::drive(scheduling_loop);
+    let quiet = frames::Quiet {
+        count: &ctx.shared.quiet,
+        of: ctx.shared.inboxes.len(),
+    };
+    frames::drive(scheduling_loop, &quiet);
     event::set_wait_hook(None);
     CURRENT.with(|c| c.set(std::ptr::null()));
 }

@@ -63,6 +63,18 @@ fn count(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Most repetitions or whole sweeps one `metg` may ask for: beyond this a sweep would run
+/// for weeks, and the plans sized by them only grow.
+const MAX_REPEATS: usize = 10_000;
+
+/// A count of repetitions or runs: 1 to [`MAX_REPEATS`].
+fn repeats(s: &str) -> Result<usize, String> {
+    match count(s)? {
+        n if n <= MAX_REPEATS => Ok(n),
+        _ => Err(format!("must be at most {MAX_REPEATS}")),
+    }
+}
+
 /// An `-iter` bound: an integer from 1 to 2^62.
 fn iterations(s: &str) -> Result<i64, String> {
     match s.trim().parse::<i64>() {
@@ -106,10 +118,10 @@ pub struct MetgArgs {
     #[arg(long)]
     pub external: Vec<String>,
     /// Repetitions of each size.
-    #[arg(long, default_value_t = 5, value_parser = count)]
+    #[arg(long, default_value_t = 5, value_parser = repeats)]
     pub reps: usize,
     /// Whole sweeps to run; the table gives each system's median METG over them and the range.
-    #[arg(long, default_value_t = 1, value_parser = count)]
+    #[arg(long, default_value_t = 1, value_parser = repeats)]
     pub runs: usize,
     /// Largest -iter of the sweep.
     #[arg(long, default_value_t = 65536, value_parser = iterations)]
@@ -174,7 +186,7 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 1.0, value_parser = positive)]
     pub nodes: f64,
     /// Graphs per run (-and).
-    #[arg(long, default_value_t = 1, value_parser = count)]
+    #[arg(long, default_value_t = 1, value_parser = repeats)]
     pub graphs: usize,
     /// Peak FLOP/s per node (without a peak, efficiency is relative to the largest size).
     #[arg(long, conflicts_with = "peak_bytes", value_parser = positive)]
@@ -207,17 +219,12 @@ pub fn parse<T: Parser>(name: &str, args: Vec<String>) -> anyhow::Result<Parsed<
     match T::try_parse_from(std::iter::once(name.to_string()).chain(args)) {
         Ok(t) => Ok(Parsed::Run(t)),
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            let text = e.render().to_string();
-            let _ = crate::cli::quiet_on_closed_pipe(std::io::Write::write_all(
-                &mut std::io::stdout(),
-                text.as_bytes(),
-            ));
+            tactor_cli::out!("{}", e.render());
             Ok(Parsed::Shown)
         }
         Err(e) => {
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
+            let line = tactor_cli::args::one_line(&e);
+            let first = line.strip_prefix("error: ").unwrap_or(&line);
             usage!(
                 "{first} (see taskbench {} --help)",
                 &name["taskbench ".len()..]

@@ -4,11 +4,12 @@
 use super::analyze::{Params, Stat};
 use super::args::{usage, MetgArgs};
 use super::output;
+use super::process;
 use super::results::{analyse_run, combine, write_results};
 use super::sweep::{self, with_iterations, Contender, SweepConfig};
 use anyhow::Context;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use taskbench_core::app::App;
@@ -64,6 +65,9 @@ fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
                 command: cmd,
             });
         }
+    }
+    if let Some(ranks) = m.ranks.filter(|_| out.iter().any(|c| c.name.contains('@'))) {
+        check_launcher(m, ranks, &exe)?;
     }
     for (k, ext) in m.external.iter().enumerate() {
         let (name, cmd) = match ext.split_once('=') {
@@ -137,6 +141,52 @@ fn bsp_probe(exe: &str, graph: &str) -> Vec<String> {
     cmd
 }
 
+/// The signal that stopped the sweep (SIGINT until one is received).
+static STOPPED_BY: AtomicI32 = AtomicI32::new(libc::SIGINT);
+
+/// Checks once, before any sweep, that `--launcher` starts `ranks` ranks: otherwise every
+/// `S@R` result would be a run on another number of ranks under that name.
+fn check_launcher(m: &MetgArgs, ranks: usize, exe: &str) -> anyhow::Result<()> {
+    let launcher = m.launcher.replace("{R}", &ranks.to_string());
+    let Ok(mut cmd) = shell_words::split(&launcher) else {
+        usage!(
+            "Invalid option \"--launcher {}\": unbalanced quotes",
+            m.launcher
+        );
+    };
+    cmd.extend([exe.to_string(), crate::cli::JOB_FLAG.to_string()]);
+    let stop = AtomicBool::new(false);
+    let said = process::run_once(&cmd, Duration::from_secs(120), &stop).map_err(|e| {
+        anyhow::Error::new(super::Usage(format!(
+            "Invalid option \"--launcher {}\": {}",
+            m.launcher,
+            e.lines().next().unwrap_or("")
+        )))
+    })?;
+    let mut seen: Vec<usize> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("job: rank "))
+        .filter_map(|l| {
+            let (r, n) = l.split_once(" of ")?;
+            (n.trim().parse::<usize>().ok()? == ranks).then(|| r.trim().parse::<usize>().ok())?
+        })
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen != (0..ranks).collect::<Vec<_>>() {
+        let started = said.lines().filter(|l| l.starts_with("job: rank ")).count();
+        usage!(
+            "Invalid option \"--launcher {}\": it must start {ranks} ranks of one job, but `{}` started {started} process(es) that saw {}",
+            m.launcher,
+            shell_words::join(&cmd),
+            said.lines()
+                .find(|l| l.starts_with("job: "))
+                .map_or("no job".into(), |l| format!("\"{}\"", l.trim_start_matches("job: ")))
+        );
+    }
+    Ok(())
+}
+
 pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Result<()> {
     if graph_flags.iter().any(|f| f == "-iter") {
         usage!("-iter is set by the sweep; use --max-iter and --min-iter");
@@ -174,18 +224,24 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
     }
     let stop = Arc::new(AtomicBool::new(false));
     {
+        // SIGTERM (a scheduler's time limit) and SIGHUP end a sweep as Ctrl-C does: what
+        // was measured is written, then the exit status says it is incomplete.
         let stop = stop.clone();
-        let _ = ctrlc::set_handler(move || {
+        tactor_cli::signals::on_termination(move |sig| {
+            STOPPED_BY.store(sig, Ordering::Relaxed);
             if stop.swap(true, Ordering::Relaxed) {
-                std::process::exit(130);
+                process::end_all();
+                std::process::exit(128 + sig);
             }
-            eprintln!(
-                "\ninterrupted: finishing with what was measured (Ctrl-C again to quit at once)"
+            tactor_cli::say!(
+                "\n{}: finishing with what was measured (send it again to quit at once)",
+                tactor_cli::signals::name(sig)
             );
-        });
+        })
+        .context("handling termination signals")?;
     }
     let names: Vec<&str> = contenders.iter().map(|c| c.name.as_str()).collect();
-    eprintln!(
+    tactor_cli::say!(
         "METG sweep: {} on {cores} cores, -iter {}..{} by halves, {} reps, {} run(s): {}",
         names.join(", "),
         m.max_iter,
@@ -230,7 +286,7 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
     let mut results = Vec::new();
     for r in 0..m.runs {
         if m.runs > 1 {
-            eprintln!("== run {} of {}", r + 1, m.runs);
+            tactor_cli::say!("== run {} of {}", r + 1, m.runs);
         }
         let sw = sweep::sweep(&contenders, &apps, &cfg, stop.clone());
         results.push(analyse_run(m, &contenders, sw, &params, bytes)?);
@@ -239,6 +295,10 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
         }
     }
     if results.iter().all(|r| r.peak <= 0.0) {
+        if stop.load(Ordering::Relaxed) {
+            tactor_cli::say!("stopped before any run finished: nothing to write");
+            std::process::exit(128 + STOPPED_BY.load(Ordering::Relaxed));
+        }
         anyhow::bail!("no run succeeded, so no peak could be measured");
     }
     let outcomes = combine(&results);
@@ -313,7 +373,21 @@ pub(super) fn run_sweep(m: &MetgArgs, graph_flags: Vec<String>) -> anyhow::Resul
     }
     if interrupted {
         // Results are saved; the exit status still tells scripts the sweep is incomplete.
-        std::process::exit(130);
+        if let Err(e) = tactor_cli::output::finish() {
+            tactor_cli::say!("error: {e}");
+        }
+        std::process::exit(128 + STOPPED_BY.load(Ordering::Relaxed));
+    }
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o.error.is_some())
+        .map(|o| o.name.as_str())
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} failed (the table and the files have what was measured; the error is above)",
+            failed.join(", ")
+        );
     }
     Ok(())
 }

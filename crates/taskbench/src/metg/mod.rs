@@ -4,10 +4,7 @@
 /// Prints to stdout; a reader that went away (`| head`) does not stop the sweep from saving
 /// its files.
 macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
-    }};
+    ($($arg:tt)*) => { tactor_cli::out!($($arg)*) };
 }
 
 pub mod analyze;

@@ -485,7 +485,7 @@ pub fn plot(
     title: &str,
 ) -> anyhow::Result<Vec<String>> {
     if !register_font() {
-        eprintln!(
+        tactor_cli::say!(
             "warning: no TrueType font found (apt-get install fonts-dejavu-core); plots skipped"
         );
         return Ok(Vec::new());

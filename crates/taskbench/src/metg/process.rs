@@ -6,6 +6,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The last `lines` lines of `s`.
@@ -14,15 +15,52 @@ pub fn last_lines(s: &str, lines: usize) -> String {
     v[v.len().saturating_sub(lines)..].join("\n")
 }
 
-/// Kills every process of the child's group (the child leads it), ignoring a group that is
-/// already gone.
-fn kill_group(child: &Child) {
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: killpg only sends a signal; `pid` is our child's, which leads its own group
-        // (process_group(0)), so no unrelated process is signalled.
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
+/// The process groups of the contenders running now, for [`end_all`].
+static RUNNING: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
+
+fn running() -> std::sync::MutexGuard<'static, Vec<libc::pid_t>> {
+    RUNNING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Sends `signal` to every process of group `pid`.
+fn signal_group(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: killpg only sends a signal; `pid` is our child's, which leads its own group
+    // (process_group(0)), so no unrelated process is signalled.
+    unsafe {
+        libc::killpg(pid, signal);
+    }
+}
+
+/// Ends every process of the child's group (the child leads it), ignoring a group that is
+/// already gone. SIGTERM first: a launcher such as `mpirun` then ends the ranks it started,
+/// which may sit outside its group and would otherwise outlive it by seconds; SIGKILL for
+/// whatever is left after a grace period.
+fn end_group(child: &mut Child) {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        return;
+    };
+    if matches!(child.try_wait(), Ok(None)) {
+        signal_group(pid, libc::SIGTERM);
+        let start = Instant::now();
+        while matches!(child.try_wait(), Ok(None)) && start.elapsed() < GRACE {
+            std::thread::sleep(Duration::from_millis(5));
         }
+    }
+    signal_group(pid, libc::SIGKILL);
+    let _ = child.wait();
+}
+
+/// How long a contender's launcher gets to end its processes after SIGTERM.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// Kills every contender's process group at once: the driver is quitting.
+pub fn end_all() {
+    for &pid in running().iter() {
+        signal_group(pid, libc::SIGTERM);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for &pid in running().iter() {
+        signal_group(pid, libc::SIGKILL);
     }
 }
 
@@ -39,6 +77,8 @@ pub fn run_once(cmd: &[String], timeout: Duration, stop: &AtomicBool) -> Result<
         .process_group(0)
         .spawn()
         .map_err(|e| format!("`{shown}` could not start: {e}"))?;
+    let group = libc::pid_t::try_from(child.id()).unwrap_or(0);
+    running().push(group);
     // Drain both pipes on threads so a chatty child cannot block on a full pipe. Bytes, not
     // text: one stray byte must not lose a report.
     let drain = |mut r: Box<dyn Read + Send>| {
@@ -56,20 +96,20 @@ pub fn run_once(cmd: &[String], timeout: Duration, stop: &AtomicBool) -> Result<
             Ok(Some(status)) => break Some(status),
             Ok(None) => {}
             Err(e) => {
-                kill_group(&child);
-                let _ = child.wait();
+                end_group(&mut child);
+                running().retain(|&p| p != group);
                 return Err(format!("`{shown}`: {e}"));
             }
         }
         if stop.load(Ordering::Relaxed) || start.elapsed() > timeout {
-            kill_group(&child);
-            let _ = child.wait();
+            end_group(&mut child);
             break None;
         }
         std::thread::sleep(Duration::from_millis(2));
     };
     // Children the command left running would hold the pipes open (and the machine busy).
-    kill_group(&child);
+    signal_group(group, libc::SIGKILL);
+    running().retain(|&p| p != group);
     let text = |h: std::thread::JoinHandle<Vec<u8>>| {
         let bytes = h.join().unwrap_or_default();
         match String::from_utf8(bytes) {

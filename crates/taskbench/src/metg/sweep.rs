@@ -322,7 +322,7 @@ impl Sweeper<'_> {
     fn fail(&mut self, c: usize, e: String, active: &mut [bool]) {
         let name = &self.contenders[c].name;
         self.bar
-            .suspend(|| eprintln!("warning: {name}: stopped: {e}"));
+            .suspend(|| tactor_cli::say!("warning: {name}: stopped: {e}"));
         self.out.measured[c].error = Some(e);
         active[c] = false;
     }
@@ -512,7 +512,7 @@ pub fn reject_implausible(
                     run.iterations,
                     bound / 2.0
                 );
-                eprintln!("warning: {why}");
+                tactor_cli::say!("warning: {why}");
                 m.rejected.push(why);
             } else {
                 keep.push((log, run));

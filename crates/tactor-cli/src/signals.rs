@@ -1,0 +1,89 @@
+//! The signals that end a command: SIGINT (Ctrl-C), SIGTERM (what a batch scheduler sends
+//! at the time limit, and what `mpirun` forwards to its ranks) and SIGHUP (the terminal went
+//! away). Without a handler the last two kill a process with nothing said; a command either
+//! saves what it has first ([`on_termination`], a thread that may do anything) or, with
+//! nothing to save, says one line and exits `128 + signal` ([`exit_on_termination`], done
+//! inside the handler with no thread, so a process that must stay single-threaded for MPI
+//! can use it).
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// The signals that end a command.
+pub const TERMINATING: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// `SIGTERM` for 15, and so on.
+///
+/// ```
+/// assert_eq!(tactor_cli::signals::name(15), "SIGTERM");
+/// ```
+pub fn name(signal: i32) -> &'static str {
+    match signal {
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// Calls `on_signal` with each terminating signal, on a thread of its own (so it may
+/// allocate, lock and write files). The first signal should start an orderly stop, a second
+/// one may end the process at once.
+///
+/// ```no_run
+/// tactor_cli::signals::on_termination(|sig| {
+///     eprintln!("stopping on {}", tactor_cli::signals::name(sig));
+/// })
+/// .unwrap();
+/// ```
+pub fn on_termination(mut on_signal: impl FnMut(i32) + Send + 'static) -> std::io::Result<()> {
+    // Miri cannot install handlers, and no signal reaches a program it runs.
+    if cfg!(miri) {
+        return Ok(());
+    }
+    let mut signals = signal_hook::iterator::Signals::new(TERMINATING)?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                on_signal(sig);
+            }
+        })?;
+    Ok(())
+}
+
+/// Makes each terminating signal end the process with `program: stopped by SIGTERM` on
+/// stderr (unless `quiet`: another rank of the job says it) and exit status `128 + signal`,
+/// as a shell reports a process the signal killed. No thread is started.
+///
+/// ```no_run
+/// tactor_cli::signals::exit_on_termination("bale", false).unwrap();
+/// ```
+pub fn exit_on_termination(program: &str, quiet: bool) -> std::io::Result<()> {
+    if cfg!(miri) {
+        return Ok(());
+    }
+    for sig in TERMINATING {
+        // Built before the signal comes: a handler may not allocate.
+        let line: &'static [u8] = if quiet {
+            b""
+        } else {
+            Box::leak(
+                format!("{program}: stopped by {}\n", name(sig))
+                    .into_bytes()
+                    .into_boxed_slice(),
+            )
+        };
+        let action = move || {
+            // SAFETY: write(2) and _exit(2) are async-signal-safe; `line` is leaked, so it
+            // lives for the rest of the process.
+            unsafe {
+                libc::write(2, line.as_ptr().cast(), line.len());
+                libc::_exit(128 + sig);
+            }
+        };
+        // SAFETY: the action calls only async-signal-safe functions (above) and touches no
+        // lock or allocator.
+        unsafe { signal_hook::low_level::register(sig, action) }?;
+    }
+    Ok(())
+}
