@@ -30,6 +30,9 @@ pub const ABANDON_AFTER: Duration = Duration::from_millis(100);
 pub(crate) struct Quiet<'a> {
     pub(crate) count: &'a AtomicUsize,
     pub(crate) of: usize,
+    /// Unit tests: this runtime's workers cannot map coroutine stacks.
+    #[cfg(test)]
+    pub(crate) no_stacks: bool,
 }
 
 #[cfg(not(any(miri, loom)))]
@@ -59,7 +62,7 @@ mod imp {
     use crate::event::Event;
     use corosensei::stack::DefaultStack;
     use corosensei::{Coroutine, CoroutineResult, Yielder};
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
     use std::sync::atomic::Ordering;
     use std::time::Instant;
 
@@ -80,10 +83,29 @@ mod imp {
     thread_local! {
         /// The yielder of the coroutine running on this thread, if any.
         static YIELDER: Cell<*const Yielder<(), Yield>> = const { Cell::new(std::ptr::null()) };
+        /// Whether the driver keeps an idle loop to run next when a frame is suspended.
+        static HAS_SPARE: Cell<bool> = const { Cell::new(false) };
+        /// A stack mapped by `suspend` for the loop that will run while it waits.
+        static NEXT_STACK: RefCell<Option<DefaultStack>> = const { RefCell::new(None) };
     }
 
-    fn new_loop(body: fn()) -> Loop {
-        let stack = DefaultStack::new(STACK).expect("allocating a worker stack");
+    /// Maps a coroutine stack; in unit tests, fails on the workers of a runtime built with
+    /// `Builder::without_stacks` (as under an address-space limit).
+    fn map_stack() -> std::io::Result<DefaultStack> {
+        #[cfg(test)]
+        if NO_STACKS.with(Cell::get) {
+            return Err(std::io::Error::from(std::io::ErrorKind::OutOfMemory));
+        }
+        DefaultStack::new(STACK)
+    }
+
+    #[cfg(test)]
+    thread_local! {
+        static NO_STACKS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// A scheduling loop on `stack`.
+    fn loop_on(stack: DefaultStack, body: fn()) -> Loop {
         Coroutine::with_stack(stack, move |y: &Yielder<(), Yield>, ()| {
             YIELDER.with(|c| c.set(y));
             body();
@@ -93,9 +115,18 @@ mod imp {
     /// Runs `body` (a worker's scheduling loop, which returns at shutdown) until it and every
     /// frame it suspended have finished.
     pub(crate) fn drive(body: fn(), quiet: &Quiet<'_>) {
+        #[cfg(test)]
+        NO_STACKS.with(|n| n.set(quiet.no_stacks));
         let mut waiting: Vec<Loop> = Vec::new();
         let mut spare: Option<Loop> = None;
-        let mut current = Some(new_loop(body));
+        // Where no stack can be mapped (an address-space limit), the loop runs on the
+        // thread's own stack and waits help-first, as under Miri.
+        let Ok(first) = map_stack() else {
+            body();
+            quiet.count.fetch_add(1, Ordering::SeqCst);
+            return;
+        };
+        let mut current = Some(loop_on(first, body));
         while let Some(mut co) = current.take() {
             let result = co.resume(());
             // The coroutine that ran restored nothing: the driver's own yielder is none.
@@ -105,17 +136,23 @@ mod imp {
                     waiting.push(co);
                     WAITING.with(|w| w.borrow_mut().push(event));
                     ANY_WAITING.with(|a| a.set(true));
-                    current = Some(spare.take().unwrap_or_else(|| new_loop(body)));
+                    current = Some(spare.take().unwrap_or_else(|| {
+                        let stack = NEXT_STACK.with(|n| n.borrow_mut().take());
+                        loop_on(stack.expect("`suspend` mapped the next stack"), body)
+                    }));
+                    HAS_SPARE.with(|h| h.set(spare.is_some()));
                 }
                 CoroutineResult::Yield(Yield::Switch) => {
                     // Keep one idle loop to reuse; a second would be another stack for nothing.
                     if spare.is_none() {
                         spare = Some(co);
+                        HAS_SPARE.with(|h| h.set(true));
                     }
                     current = take_ready(&mut waiting);
                     if current.is_none() {
                         current = spare.take();
                     }
+                    HAS_SPARE.with(|h| h.set(spare.is_some()));
                 }
                 CoroutineResult::Return(()) => {
                     // Shutdown: frames still waiting finish once their events trigger (the
@@ -178,6 +215,14 @@ mod imp {
             // Given up at shutdown: the wait returns with its event untriggered.
             return true;
         }
+        // The worker goes on in another loop: on the spare, or on a stack mapped now. If none
+        // can be mapped, this wait declines and is served help-first.
+        if !HAS_SPARE.with(Cell::get) && NEXT_STACK.with(|n| n.borrow().is_none()) {
+            match map_stack() {
+                Ok(stack) => NEXT_STACK.with(|n| *n.borrow_mut() = Some(stack)),
+                Err(_) => return false,
+            }
+        }
         // Wake this thread if it sleeps when the event triggers.
         event.unpark_on_trigger();
         // SAFETY: `YIELDER` is set by the coroutine running on this thread, on its own stack,
@@ -220,3 +265,30 @@ mod imp {
 }
 
 pub(crate) use imp::{drive, suspend, switch};
+
+#[cfg(all(test, not(any(miri, loom))))]
+mod tests {
+    use crate::{Placement, Runtime, UserEvent};
+
+    /// Without stacks to switch to, workers run their loop on their own stack and waits are
+    /// served help-first: waits, nested ones included, still finish.
+    #[test]
+    fn without_stacks_waits_are_served_on_the_workers_own_stack() {
+        let rt = Runtime::builder()
+            .workers(2)
+            .pin(false)
+            .without_stacks()
+            .build()
+            .unwrap();
+        let gate = UserEvent::new();
+        let e = gate.event();
+        let waiter = rt.launch(Placement::Worker(0), &[], move || e.wait().unwrap());
+        let h = rt.handle();
+        let nested = rt.launch(Placement::Worker(1), &[], move || {
+            h.launch(Placement::Any, &[], || ()).wait().unwrap();
+        });
+        gate.trigger().unwrap();
+        waiter.wait().unwrap();
+        nested.wait().unwrap();
+    }
+}

@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     /// Workers that finished their scheduling loop at shutdown and hold only suspended
     /// frames, if any (`frames::drive`): when every worker is, no task is running anywhere.
     quiet: std::sync::atomic::AtomicUsize,
+    /// Unit tests: workers that cannot map coroutine stacks (`Builder::without_stacks`).
+    #[cfg(test)]
+    no_stacks: bool,
     spin: Duration,
     /// Sources of work from outside the runtime, polled by every worker.
     pollers: Vec<Arc<dyn Poller>>,
@@ -146,6 +149,8 @@ pub struct Builder {
     first_core: usize,
     spin: Duration,
     pollers: Vec<Arc<dyn Poller>>,
+    #[cfg(test)]
+    no_stacks: bool,
 }
 
 impl std::fmt::Debug for Builder {
@@ -168,11 +173,21 @@ impl Default for Builder {
             first_core: 0,
             spin: Duration::from_micros(100),
             pollers: Vec::new(),
+            #[cfg(test)]
+            no_stacks: false,
         }
     }
 }
 
 impl Builder {
+    /// Unit tests: workers that cannot map coroutine stacks, as under a tight address-space
+    /// limit (they run their loop on their own stack, waits served help-first).
+    #[cfg(test)]
+    pub(crate) fn without_stacks(mut self) -> Builder {
+        self.no_stacks = true;
+        self
+    }
+
     /// Worker threads (default: the cores this process may use). Never more than cores if
     /// they are to spin: spinning threads that share a core starve each other.
     pub fn workers(mut self, n: usize) -> Builder {
@@ -263,6 +278,8 @@ impl Builder {
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),
             quiet: std::sync::atomic::AtomicUsize::new(0),
+            #[cfg(test)]
+            no_stacks: self.no_stacks,
             spin: self.spin,
             pollers: self.pollers,
             kept: std::sync::Mutex::new(Vec::new()),

@@ -170,6 +170,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
     let quiet = frames::Quiet {
         count: &ctx.shared.quiet,
         of: ctx.shared.inboxes.len(),
+        #[cfg(test)]
+        no_stacks: ctx.shared.no_stacks,
     };
     frames::drive(scheduling_loop, &quiet);
     event::set_wait_hook(None);

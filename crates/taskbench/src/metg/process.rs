@@ -82,14 +82,27 @@ pub fn run_once(cmd: &[String], timeout: Duration, stop: &AtomicBool) -> Result<
     // Drain both pipes on threads so a chatty child cannot block on a full pipe. Bytes, not
     // text: one stray byte must not lose a report.
     let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
+        std::thread::Builder::new()
+            .name("metg-drain".into())
+            .spawn(move || {
+                let mut v = Vec::new();
+                let _ = r.read_to_end(&mut v);
+                v
+            })
     };
-    let out = drain(Box::new(child.stdout.take().expect("piped")));
-    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    let drains = drain(Box::new(child.stdout.take().expect("piped")))
+        .and_then(|out| Ok((out, drain(Box::new(child.stderr.take().expect("piped")))?)));
+    let (out, err) = match drains {
+        Ok(both) => both,
+        Err(e) => {
+            // Under a tight thread or address-space limit: end the child, say why.
+            end_group(&mut child);
+            running().retain(|&p| p != group);
+            return Err(format!(
+                "`{shown}`: could not start a thread to read its output: {e}"
+            ));
+        }
+    };
     let start = Instant::now();
     let status = loop {
         match child.try_wait() {
