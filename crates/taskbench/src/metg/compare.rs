@@ -86,6 +86,12 @@ fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
         if command.is_empty() {
             usage!("Invalid option \"--external {ext}\": empty command");
         }
+        if !runnable(&command[0]) {
+            usage!(
+                "Invalid option \"--external {ext}\": no program \"{}\" (not an executable file, nor on PATH)",
+                command[0]
+            );
+        }
         out.push(Contender { name, command });
     }
     // Names key the logs and the plot: two of one name would overwrite each other.
@@ -143,6 +149,22 @@ fn bsp_probe(exe: &str, graph: &str) -> Vec<String> {
 
 /// The signal that stopped the sweep (SIGINT until one is received).
 static STOPPED_BY: AtomicI32 = AtomicI32::new(libc::SIGINT);
+
+/// Whether `program` names an executable file: a path, or a name found on `PATH`, as the shell
+/// would run it. A contender that cannot start is found before the sweep, not after it.
+fn runnable(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.is_file()
+            && p.metadata()
+                .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| executable(&d.join(program))))
+}
 
 /// Checks once, before any sweep, that `--launcher` starts `ranks` ranks: otherwise every
 /// `S@R` result would be a run on another number of ranks under that name.
