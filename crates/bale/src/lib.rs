@@ -5,6 +5,7 @@
 //! generated, or read from Matrix Market files), with one PE per worker, in one process or
 //! (the selector versions) spanning the ranks of an MPI job.
 
+#![warn(missing_docs)]
 pub mod apps;
 pub mod baseline;
 pub mod matrix;

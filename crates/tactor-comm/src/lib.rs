@@ -38,6 +38,7 @@
 //! assert!(matches!(ranks[0].poll(0), Some(Completion::Sent { token: 42 })));
 //! ```
 
+#![warn(missing_docs)]
 pub mod launcher;
 pub mod loopback;
 #[cfg(feature = "mpi")]

@@ -1,7 +1,10 @@
 //! # Tactor: task programming at actor speed
 //!
-//! A runtime for task graphs, with two faces so far: the explicit, Realm-style task API, and
-//! compiled subgraphs. The first:
+//! A runtime for task graphs with four faces over one set of workers: the explicit,
+//! Realm-style task API; compiled subgraphs; actors and selectors ([`actor`]); and implicit
+//! parallelism with tracing ([`implicit`]). Ranks of an MPI job are reached through the
+//! communication layer (`tactor-comm`): today a program wires them itself (Task Bench and
+//! Bale do); making that the runtime's job is the open work. The first face:
 //!
 //! - a [`Runtime`] owns worker threads (one per core by default, pinned), each with a
 //!   work-stealing deque; idle workers spin briefly, then park;
@@ -50,7 +53,10 @@
 //!
 //! The third face, [`actor`]: selectors whose mailboxes take messages sent to a PE (a
 //! worker), aggregated per destination, with termination detected per mailbox; a selector's
-//! end is an [`Event`] like a task's ([`actor::launch`]).
+//! end is an [`Event`] like a task's ([`actor::launch`]). The fourth, [`implicit`]: a
+//! sequential program of launches that declare what they read and write; the runtime derives
+//! every dependence, and a traced fragment is analysed once and replayed as a compiled
+//! subgraph.
 //!
 //! A compiled subgraph, instantiated twice, the second instance after the first:
 //!
@@ -74,6 +80,7 @@
 //! assert_eq!(n.load(SeqCst), 4);
 //! ```
 
+#![warn(missing_docs)]
 pub mod actor;
 mod countdown;
 mod event;

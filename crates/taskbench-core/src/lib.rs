@@ -27,6 +27,7 @@
 //! assert!(app.report_timing(1.0).starts_with("Total Tasks 6\nTotal Dependencies 8\n"));
 //! ```
 
+#![warn(missing_docs)]
 pub mod app;
 pub mod error;
 pub mod graph;

@@ -27,27 +27,49 @@ pub enum Violation {
     /// The task is not part of the graph.
     NoSuchTask,
     /// Inputs were missing or extra.
-    InputCount { expected: usize, got: usize },
+    InputCount {
+        /// Inputs the graph gives the task.
+        expected: usize,
+        /// Inputs it received.
+        got: usize,
+    },
     /// Input `input` (the output of `dep`) has the wrong size.
     InputSize {
+        /// Which input (0-based, in dependency order).
         input: usize,
+        /// The point whose output it should be.
         dep: i64,
+        /// The output size of the graph.
         expected: usize,
+        /// The size received.
         got: usize,
     },
     /// Input `input` should be the output of `dep` at the previous timestep but holds that of
     /// task `found` (timestep, point): delivered out of order, stale or overwritten.
     InputContent {
+        /// Which input (0-based, in dependency order).
         input: usize,
+        /// The point whose output it should be.
         dep: i64,
+        /// The (timestep, point) whose output it holds.
         found: (i64, i64),
     },
     /// The scratch buffer has the wrong size.
-    ScratchSize { expected: usize, got: usize },
+    ScratchSize {
+        /// The `-scratch` of the graph.
+        expected: usize,
+        /// The size of the buffer given.
+        got: usize,
+    },
     /// The scratch buffer lost its magic value.
     ScratchCorrupted,
     /// The output buffer has the wrong size.
-    OutputSize { expected: usize, got: usize },
+    OutputSize {
+        /// The `-output` of the graph.
+        expected: usize,
+        /// The size of the buffer given.
+        got: usize,
+    },
 }
 
 impl fmt::Display for TaskError {

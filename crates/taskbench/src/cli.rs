@@ -2,7 +2,7 @@
 //! --list`, `taskbench -h`.
 
 use crate::cluster::{self, Cluster};
-use crate::systems::{self, RunConfig, RunError};
+use crate::systems::{self, RunConfig, RunError, MAX_WORKERS};
 use std::io::Write;
 use std::process::ExitCode;
 use tactor_comm::Reduce;
@@ -27,10 +27,6 @@ pub const SYSTEM_FLAGS: [ExtraFlag; 3] = [
 
 /// The system `taskbench` runs when `-system` is not given.
 pub const DEFAULT_SYSTEM: &str = "bsp";
-
-/// Most worker threads one process may ask for: beyond this a run only oversubscribes the
-/// machine's cores, and thread start-up alone takes seconds.
-pub const MAX_WORKERS: usize = 4096;
 
 /// `taskbench --job`: prints `job: rank R of N` as the launcher started this process (`metg`
 /// checks a `--launcher` with it before trusting its runs to be on N ranks).

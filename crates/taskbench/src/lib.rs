@@ -11,6 +11,7 @@
 //! ```
 
 // The METG summary is one nested `serde_json::json!`, deeper than the default limit.
+#![warn(missing_docs)]
 #![recursion_limit = "256"]
 
 pub mod cli;

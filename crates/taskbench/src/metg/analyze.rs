@@ -109,17 +109,34 @@ pub enum Undefined {
     /// The logs are not consistent (the reference's consistency assertions).
     Inconsistent(String),
     /// Some run took no measurable time.
-    ZeroElapsed { iterations: i64 },
+    ZeroElapsed {
+        /// The `-iter` of that run.
+        iterations: i64,
+    },
     /// No size reaches the threshold.
-    NeverReaches { best: f64 },
+    NeverReaches {
+        /// The best efficiency measured.
+        best: f64,
+    },
     /// Every size is at or above the threshold: smaller sizes are needed.
-    NeverFallsBelow { worst: f64 },
+    NeverFallsBelow {
+        /// The worst efficiency measured.
+        worst: f64,
+    },
     /// Efficiency above 150%: the peak or the timing is wrong.
-    Suspicious { efficiency: f64, iterations: i64 },
+    Suspicious {
+        /// The efficiency found.
+        efficiency: f64,
+        /// At this `-iter`.
+        iterations: i64,
+    },
     /// The smallest efficient size has no smaller size after it.
     NoPointAfter,
     /// The size after the smallest efficient one has fewer repetitions (a truncated run).
-    FewerReps { iterations: i64 },
+    FewerReps {
+        /// The `-iter` of the truncated size.
+        iterations: i64,
+    },
 }
 
 impl fmt::Display for Undefined {

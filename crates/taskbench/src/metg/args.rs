@@ -86,8 +86,8 @@ fn iterations(s: &str) -> Result<i64, String> {
 /// A worker count for our systems.
 fn workers(s: &str) -> Result<usize, String> {
     match count(s)? {
-        n if n <= crate::cli::MAX_WORKERS => Ok(n),
-        _ => Err(format!("must be at most {}", crate::cli::MAX_WORKERS)),
+        n if n <= crate::systems::MAX_WORKERS => Ok(n),
+        _ => Err(format!("must be at most {}", crate::systems::MAX_WORKERS)),
     }
 }
 

@@ -50,6 +50,10 @@ impl Default for RunConfig {
     }
 }
 
+/// Most worker threads one process may ask for: beyond this a run only oversubscribes the
+/// machine's cores, and thread start-up alone takes seconds.
+pub const MAX_WORKERS: usize = 4096;
+
 /// The number of cores this process may use.
 pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
