@@ -15,7 +15,9 @@
 //!   (its stack is set aside) and the worker goes on, so waits never deadlock on work queued
 //!   behind them. The cheaper idiom is still to launch the continuation with the event as a
 //!   precondition;
-//! - [`Runtime::scope`] lets tasks borrow from the caller's stack, like `std::thread::scope`;
+//! - [`Handle::scope`] lets tasks borrow from the caller's stack, like `std::thread::scope`;
+//! - [`Handle::spawn`] returns a [`Future`]: the task's value, taken as a precondition or
+//!   read with [`Future::get`]; a [`Promise`] is a future set by hand;
 //! - a task that panics **poisons** its event: dependents do not run, the poison propagates,
 //!   and every waiter gets a [`TaskFailed`] naming the task that failed.
 //!
@@ -85,6 +87,7 @@ pub mod actor;
 mod countdown;
 mod event;
 mod failure;
+mod future;
 pub mod hint;
 pub mod implicit;
 mod runtime;
@@ -94,8 +97,11 @@ mod sync;
 
 pub use event::{Event, UserEvent};
 pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
+pub use future::{Future, Promise};
 pub use runtime::ABANDON_AFTER;
-pub use runtime::{current_worker, relax, Builder, Handle, Placement, Poller, Runtime};
+pub use runtime::{
+    current_handle, current_worker, relax, Builder, Handle, Placement, Poller, Runtime,
+};
 pub use scope::Scope;
 pub use subgraph::{
     Inlet, Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError,

@@ -3,14 +3,14 @@
 use crate::countdown::Outcome;
 use crate::event::Event;
 use crate::failure::{Failure, TaskFailed};
-use crate::runtime::{Finish, Handle, Placement, Runtime};
+use crate::runtime::{Finish, Handle, Placement};
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 /// Launches tasks that may borrow anything that outlives the scope. Created by
-/// [`Runtime::scope`]; every task launched through it (and through the `&Scope` each task
+/// [`Handle::scope`]; every task launched through it (and through the `&Scope` each task
 /// receives) has finished, run or not, before `scope` returns.
 pub struct Scope<'scope> {
     handle: Handle,
@@ -42,7 +42,7 @@ impl Finish for ScopeState {
 struct ScopePtr<'scope>(*const Scope<'scope>);
 
 // SAFETY: `Scope` is `Sync` (a handle and atomics), and the pointee outlives every task that
-// holds the pointer (`Runtime::scope` waits for all of them).
+// holds the pointer (`Handle::scope` waits for all of them).
 unsafe impl Send for ScopePtr<'_> {}
 
 impl<'scope> Scope<'scope> {
@@ -90,7 +90,7 @@ impl<'scope> Scope<'scope> {
             task(unsafe { &*me.0 })
         });
         // SAFETY: the runtime consumes or drops the closure before it triggers the task's
-        // event (`TaskNode::run`/`abandon`), and `Runtime::scope` returns only after every
+        // event (`TaskNode::run`/`abandon`), and `Handle::scope` returns only after every
         // event launched in the scope triggered, so nothing the closure borrows for `'scope`
         // is used after `'scope` ends.
         let job: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
@@ -109,7 +109,7 @@ impl<'scope> Scope<'scope> {
     }
 }
 
-impl Runtime {
+impl Handle {
     /// Runs `body` on the calling thread with a [`Scope`] whose tasks may borrow from the
     /// caller, then waits for every task launched in the scope. Returns the body's result, or
     /// the first failure of a task of the scope. A panic of `body` itself is resumed after the
@@ -118,6 +118,7 @@ impl Runtime {
     /// ```
     /// let rt = tactor::Runtime::new(2).unwrap();
     /// let mut data = vec![1, 2, 3, 4];
+    /// // `Runtime` derefs to its `Handle`; inside a task, `tactor::current_handle()` gives it.
     /// rt.scope(|s| {
     ///     for x in data.iter_mut() {
     ///         s.launch(tactor::Placement::Any, &[], move |_| *x *= 10);
@@ -136,7 +137,7 @@ impl Runtime {
             done: crate::UserEvent::new(),
         });
         let scope = Scope {
-            handle: self.handle(),
+            handle: self.clone(),
             state: state.clone(),
             _borrows: PhantomData,
         };

@@ -93,6 +93,26 @@ pub fn current_worker() -> Option<usize> {
     worker::with_current(|ctx| ctx.map(|c| c.index))
 }
 
+/// The handle of the runtime whose worker calls this (from inside a task), or `None` on any
+/// other thread.
+///
+/// ```
+/// let rt = tactor::Runtime::builder().workers(1).pin(false).build().unwrap();
+/// assert!(tactor::current_handle().is_none());
+/// let e = rt.launch(tactor::Placement::Any, &[], || {
+///     let h = tactor::current_handle().expect("a task runs on a worker");
+///     h.launch(tactor::Placement::Any, &[], || ()).wait().unwrap();
+/// });
+/// e.wait().unwrap();
+/// ```
+pub fn current_handle() -> Option<Handle> {
+    worker::with_current(|ctx| {
+        ctx.map(|c| Handle {
+            shared: c.shared.clone(),
+        })
+    })
+}
+
 /// From inside a long-running task on a worker, runs the compiled work that has arrived for
 /// this worker meanwhile (ready vertices of subgraph instances, what pollers bring), then
 /// returns to the task. A task that issues or computes for long calls it now and then, so

@@ -1,0 +1,146 @@
+//! Futures: one-shot events that carry a value. A [`Future`] is what a task produced, readable
+//! once its event has triggered. Other tasks take it as a precondition ([`Future::event`]),
+//! or call [`Future::get`] inside a task, which suspends that task as [`Event::wait`] does.
+//! A task that panics poisons its future, and `get` then reports the failure.
+//! [`Handle::spawn`] makes a future from a closure; a [`Promise`] is one set by hand.
+
+use crate::event::{Event, UserEvent};
+use crate::failure::TaskFailed;
+use crate::runtime::{Handle, Placement};
+use std::sync::{Arc, OnceLock};
+
+/// A value that a task will produce: its event, and the value once the event has triggered.
+///
+/// ```
+/// use tactor::{Placement, Runtime};
+/// let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let a = rt.spawn(Placement::Any, &[], || 20);
+/// let b = rt.spawn(Placement::Any, &[], || 22);
+/// // A task that takes both as inputs: it starts after them and reads them without waiting.
+/// let (a2, b2) = (a.clone(), b.clone());
+/// let sum = rt.spawn(Placement::Any, &[a.event().clone(), b.event().clone()], move || {
+///     a2.get().unwrap() + b2.get().unwrap()
+/// });
+/// assert_eq!(*sum.get().unwrap(), 42);
+/// ```
+#[derive(Debug)]
+pub struct Future<T> {
+    event: Event,
+    value: Arc<OnceLock<T>>,
+}
+
+impl<T> Clone for Future<T> {
+    fn clone(&self) -> Self {
+        Future {
+            event: self.event.clone(),
+            value: self.value.clone(),
+        }
+    }
+}
+
+impl<T> Future<T> {
+    /// A future that is already there.
+    ///
+    /// ```
+    /// assert_eq!(*tactor::Future::ready(7).get().unwrap(), 7);
+    /// ```
+    pub fn ready(value: T) -> Future<T> {
+        Future {
+            event: Event::triggered(),
+            value: Arc::new(OnceLock::from(value)),
+        }
+    }
+
+    /// The event that triggers when the value is there (poisoned if its task failed): a
+    /// precondition for tasks that read it.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The value, waiting for it if needed: outside the runtime the thread blocks; inside a
+    /// task the task is suspended and its worker goes on. An error if the task that was to
+    /// produce it failed.
+    pub fn get(&self) -> Result<&T, TaskFailed> {
+        self.event.wait()?;
+        Ok(self
+            .value
+            .get()
+            .expect("a future's event triggers after its value is set"))
+    }
+
+    /// The value if it is there now, without waiting.
+    ///
+    /// ```
+    /// let (promise, future) = tactor::Promise::new();
+    /// assert!(future.try_get().is_none());
+    /// promise.set("done");
+    /// assert_eq!(future.try_get().unwrap().unwrap(), &"done");
+    /// ```
+    pub fn try_get(&self) -> Option<Result<&T, TaskFailed>> {
+        self.event.has_triggered().then(|| self.get())
+    }
+}
+
+/// The writing end of a future set by hand. Dropped without being set, it poisons its future.
+///
+/// ```
+/// let (promise, future) = tactor::Promise::<u32>::new();
+/// drop(promise);
+/// assert!(future.get().is_err());
+/// ```
+pub struct Promise<T> {
+    user: UserEvent,
+    value: Arc<OnceLock<T>>,
+}
+
+impl<T> std::fmt::Debug for Promise<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Promise")
+            .field("set", &self.value.get().is_some())
+            .finish()
+    }
+}
+
+impl<T> Promise<T> {
+    /// A promise and the future it fulfils.
+    pub fn new() -> (Promise<T>, Future<T>) {
+        let user = UserEvent::new();
+        let value = Arc::new(OnceLock::new());
+        let future = Future {
+            event: user.event(),
+            value: value.clone(),
+        };
+        (Promise { user, value }, future)
+    }
+
+    /// Sets the value and triggers the future's event.
+    pub fn set(self, value: T) {
+        // A promise is set once: it is consumed here, so the cell is empty.
+        let _ = self.value.set(value);
+        let _ = self.user.trigger();
+    }
+}
+
+impl Handle {
+    /// Launches `task` like [`Handle::launch`] and returns the future of its result.
+    ///
+    /// ```
+    /// let rt = tactor::Runtime::builder().workers(1).pin(false).build().unwrap();
+    /// let f = rt.spawn(tactor::Placement::Any, &[], || vec![1, 2, 3]);
+    /// assert_eq!(f.get().unwrap().len(), 3);
+    /// ```
+    #[track_caller]
+    pub fn spawn<T, F>(&self, placement: Placement, preconditions: &[Event], task: F) -> Future<T>
+    where
+        T: Send + Sync + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let value = Arc::new(OnceLock::new());
+        let slot = value.clone();
+        // The task's event triggers after the closure returned: the value is set first.
+        let event = self.launch(placement, preconditions, move || {
+            let _ = slot.set(task());
+        });
+        Future { event, value }
+    }
+}
