@@ -83,9 +83,8 @@ impl MpiTransport {
     }
 
     /// [`MpiTransport::init`] for a process in which the calling thread is the only one: MPI
-    /// runs at `MPI_THREAD_SINGLE`, which Open MPI serves without its internal locks.
-    /// Measured here (two ranks exchanging 40 bytes with `Irecv`/`Isend`/`Waitall`, 200 000
-    /// times, two alternated runs): 190 ns an exchange at `SINGLE`, 222 at `SERIALIZED`.
+    /// runs at `MPI_THREAD_SINGLE`, which Open MPI serves without its internal locks (faster:
+    /// `docs/measurements.md`, "MPI thread levels").
     ///
     /// # Safety
     ///

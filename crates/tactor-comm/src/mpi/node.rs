@@ -4,10 +4,9 @@
 //! memory transports): a message is a copy into the receiver's ring and a copy out, and the
 //! receiver finds it by reading one counter, with no matching, no request and no library lock.
 //!
-//! Measured on this 2-core machine, two ranks exchanging 40 bytes 200 000 times (send, progress
-//! until the message is in, pop; two alternated runs of 3): 171–183 ns an exchange through the
-//! rings, 282–294 through MPI's path, against 181–197 for plain `MPI_Irecv`/`MPI_Isend`/
-//! `MPI_Waitall`. Turned off with `TACTOR_COMM_SHM=0`, when every message takes MPI's path.
+//! It is faster than MPI's path and than plain `MPI_Irecv`/`MPI_Isend` on a node (figures:
+//! `docs/measurements.md`, "The node-local path"). Turned off with `TACTOR_COMM_SHM=0`, when
+//! every message takes MPI's path.
 //!
 //! Each rank's part of the window holds, per channel, one ring per rank of its node (itself
 //! included): the rings it receives from, in its own memory. Sends to a rank off the node and

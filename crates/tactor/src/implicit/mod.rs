@@ -563,7 +563,7 @@ impl Program {
     /// to repeat too and is traced — recorded the first time, replayed after — for as long as
     /// launches match. The first launch that does not match makes the buffered ones be
     /// analysed one by one, in order, so results never change. It costs a hash and a few
-    /// table updates per launch (about 50 ns over a manual replay in `examples/implicit.rs`).
+    /// table updates per launch (`examples/implicit.rs` measures it against a manual replay).
     ///
     /// ```
     /// use tactor::implicit::{read, read_write, Program};

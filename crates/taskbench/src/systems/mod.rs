@@ -234,19 +234,11 @@ pub fn run_inputs<'a>(
 /// is pushed toward the shared cache ([`tactor::hint::share`]), so that a consumer on another
 /// core misses there instead of snooping this core. Used by `tasks` and `compiled` when the
 /// process has several workers (with one, every reader is on this core and the pushed-out line
-/// comes back as a miss: one process, one worker, empty stencil, `compiled` 160 → 83 ns a
-/// step, `tasks` 843 → 701; 2 ranks × 1 worker `compiled` 584 → 514, `-iter 256` 1099 → 1060,
-/// alternated runs); `bsp`, the plain twin of MPI, uses none. Measured on the 2-core Xeon VM
-/// (`compiled`, medians of 9–15 alternated runs): 4×nearest 13 % faster per step, stencil
-/// within noise; `bsp` stencil 3–7 % slower.
+/// comes back as a miss); `bsp`, the plain twin of MPI, uses none.
 ///
-/// The output's lines are not fetched for writing first ([`tactor::hint::claim`]), which once
-/// measured 4–20 % faster: with `compiled`'s current exchange (two vertices a step per worker,
-/// residents taking their messages from the rings, one condition per chunk) it costs instead —
-/// one process, 2 workers, 4 × nearest, alternated runs, ns a step, medians of 9–11, with
-/// claim → without: `-iter 0` 507 → 453, `-iter 32` 711 → 655, `-iter 64` 1008 → 944, `-iter
-/// 256` 2845 → 2727 (bsp 482, 685, 966, 2799); stencil within noise (`-iter 0` 293 → 284,
-/// `-iter 256` 900 → 911, empty kernel 273 → 278), `tasks` within noise.
+/// The output's lines are not fetched for writing first ([`tactor::hint::claim`]): with
+/// `compiled`'s current exchange that costs more than it saves. (Figures for both:
+/// `docs/measurements.md`, "Sharing and claiming output lines".)
 #[inline]
 pub fn run_shared_task<'a>(
     plan: &Plan,

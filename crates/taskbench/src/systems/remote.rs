@@ -329,9 +329,8 @@ impl Remote {
     ///
     /// `take` gets the message's bytes. On the node they are usually read where the sender's
     /// ring holds them (`Cluster::take_inline`): no buffer, no completion-queue entry, no
-    /// progress call's round of every ring. 2 ranks × 1 worker, 4 × nearest, `compiled`
-    /// (alternated runs, ns a step, the fastest 8 of 15): `-iter 0` 434–514 → 362–406 (bsp
-    /// 468–590), `-iter 64` 958–998 → 914–973 (bsp 1005–1043). Otherwise the message is
+    /// progress call's round of every ring (`docs/measurements.md`, "Taking a message in
+    /// place"). Otherwise the message is
     /// taken straight from the progress call that brings it in, never filed; the map is
     /// looked at only when something was filed since the last look (by this thread's
     /// progress or another's), so an empty poll takes no lock of this rank's.

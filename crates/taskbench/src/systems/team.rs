@@ -37,8 +37,7 @@ pub struct Team<'n> {
     net: Option<&'n dyn Net>,
     /// More workers (of all ranks on this machine) than cores: a waiter yields its core at
     /// once instead of spinning first (the worker it waits for may be the one it keeps off
-    /// the core). Measured, stencil width 8, `-iter 64`, 2 cores: `-worker 4` 10 → 5.4 ms,
-    /// `-worker 8` 20 → 8 ms (`-worker 2`: 1.1–1.5 ms).
+    /// the core; `docs/measurements.md`, "A crowded team").
     crowded: bool,
     arrived: CachePadded<AtomicUsize>,
     generation: CachePadded<AtomicUsize>,

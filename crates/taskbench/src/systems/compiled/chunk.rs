@@ -20,8 +20,8 @@
 //! are done", its postcondition the same from its side. Where a slot's next users wait for
 //! what came before the chunk, they wait for that one condition. Per slot and point conditions
 //! (24 for 4 graphs of width 2) were each an event, a trigger, a subscription and messages at
-//! every hand-over: 4 × nearest, one process, 2 workers, 100 steps 831 → 708 ns a step, 1000
-//! steps 630 → 623 (bsp 642), alternated runs. What the single condition costs — a vertex at
+//! every hand-over (`docs/measurements.md`, "One condition per chunk"). What the single
+//! condition costs — a vertex at
 //! a chunk's start also waits for the previous chunk's last vertices it does not need — is
 //! one timestep's skew once per chunk.
 //!
@@ -40,12 +40,9 @@ use std::sync::Arc;
 use tactor::{PreId, Runtime, SubgraphBuilder, SubgraphTask};
 
 /// How many vertices share the graphs of a timestep on one worker-block place (the graphs
-/// split in order, `j * HALVES / graphs`). Measured with 4 graphs of `nearest`, one process,
-/// 2 workers (sixteenth and seventeenth sessions): per graph (4) 410 ns a step against 290 for
-/// one vertex (empty tasks); two halves against one, `-iter 64`, alternated runs: 1087–1130
-/// against 1299–1322 ns a step in a slow machine state, METG 0.35 against 0.41 µs (bsp 0.47).
-/// Only with several workers in the process (with one there is nothing to overlap: on 2 ranks
-/// × 1 worker it changed nothing, METG 0.26/0.26 against 0.25/0.24).
+/// split in order, `j * HALVES / graphs`): the first half's messages leave while the second
+/// computes. Only with several workers in the process (with one there is nothing to overlap).
+/// Figures: `docs/measurements.md`, "Vertices per timestep".
 const HALVES: usize = 2;
 
 /// Who must finish before a slot may be reused: a vertex of this chunk, or what came before
@@ -146,8 +143,8 @@ fn wire(b: &mut SubgraphBuilder<Args>, before: PreId, srcs: &mut Vec<Src>, to: S
 /// A vertex that alone reads a message takes it at its start. On ranks of one worker whose
 /// chunk is one vertex per timestep, with every send at the end of its vertex, it pulls the
 /// message off the network itself ([`Shared::pull`]): the inlet, inbox slot and mailbox hops
-/// were most of what a rank's step cost beyond `bsp`'s (2 ranks × 1 worker, stencil, `-iter
-/// 128`: 772 → 635 ns a step, nonblock 639, alternated runs). A pulling vertex may wait
+/// were most of what a rank's step cost beyond `bsp`'s (`docs/measurements.md`, "Pulling a
+/// message"). A pulling vertex may wait
 /// (suspended) with its instance's part on this worker held, so it must never hold back what
 /// another rank waits for: its worker's vertices are chained in timestep order (everything it
 /// sends before the message it waits for has left), and no other vertex of the chunk sends.

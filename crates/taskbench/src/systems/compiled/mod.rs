@@ -39,10 +39,7 @@ const MIN_CHUNK: i64 = 32;
 /// Tasks per chunk aimed at: enough that instantiating a chunk (a few microseconds: its
 /// events, subscriptions and one activation per worker) and the hand-over between two
 /// instances (the next one's preconditions opened by events, not by vertex messages) are
-/// small against running it. 4 × nearest r3 w2, one process, 2 workers, 1000 steps
-/// (alternated runs, ns a step): `-iter 64` 512 tasks 1135, 1024 1019, 4096 965 (bsp 890);
-/// `-iter 32` 2048 786, 4096 751, 16384 738 (bsp 687). METG 0.31 → 0.24 µs from 512 to 4096
-/// (bsp 0.20).
+/// small against running it (`docs/measurements.md`, "Chunk length").
 const CHUNK_TASKS: i64 = 4096;
 
 /// Graphs with more distinct timestep shapes than this are compiled whole.
