@@ -1,20 +1,17 @@
 //! Futures: values travel with their events, `get` inside a task suspends it, failures
 //! poison the futures downstream, promises set by hand or dropped.
 
-use tactor::{Cause, Failure, Future, Placement, Promise, Runtime};
+use tactor::{Cause, Failure, Future, Placement, Promise};
 
-fn runtime(workers: usize) -> Runtime {
-    Runtime::builder()
-        .workers(workers)
-        .pin(false)
-        .build()
-        .unwrap()
-}
+// The shared helpers; this file uses `rt` alone.
+#[allow(dead_code)]
+mod common;
+use common::rt;
 
 #[test]
 fn a_chain_of_futures_carries_each_value_to_the_next() {
     for workers in [1, 2, 3] {
-        let rt = runtime(workers);
+        let rt = rt(workers);
         let mut f = Future::ready(0u64);
         for i in 1..=200u64 {
             let prev = f.clone();
@@ -29,7 +26,7 @@ fn a_chain_of_futures_carries_each_value_to_the_next() {
 
 #[test]
 fn get_inside_a_task_suspends_it_until_the_value_comes() {
-    let rt = runtime(1);
+    let rt = rt(1);
     let (promise, future) = Promise::new();
     // On one worker: the reader suspends, and the worker runs the writer.
     let reader = rt.spawn(Placement::Worker(0), &[], move || {
@@ -41,7 +38,7 @@ fn get_inside_a_task_suspends_it_until_the_value_comes() {
 
 #[test]
 fn a_panicking_task_poisons_its_future_and_those_that_wait_for_it() {
-    let rt = runtime(2);
+    let rt = rt(2);
     let bad = rt.spawn(Placement::Any, &[], || -> u32 { panic!("no value") });
     let after = rt.spawn(Placement::Any, &[bad.event().clone()], || 1u32);
     let err = bad.get().unwrap_err();
@@ -58,7 +55,7 @@ fn a_panicking_task_poisons_its_future_and_those_that_wait_for_it() {
 
 #[test]
 fn a_promise_dropped_unset_poisons_its_future() {
-    let rt = runtime(2);
+    let rt = rt(2);
     let (promise, future) = Promise::<String>::new();
     let reader = {
         let future = future.clone();
@@ -73,7 +70,7 @@ fn a_promise_dropped_unset_poisons_its_future() {
 
 #[test]
 fn many_readers_of_one_future_see_the_same_value() {
-    let rt = runtime(3);
+    let rt = rt(3);
     let (promise, future) = Promise::<Vec<u8>>::new();
     let readers: Vec<_> = (0..64)
         .map(|i| {

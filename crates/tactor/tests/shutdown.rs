@@ -5,13 +5,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tactor::{Failure, Placement, Runtime, UserEvent};
 
-fn runtime(workers: usize) -> Runtime {
-    Runtime::builder()
-        .workers(workers)
-        .pin(false)
-        .build()
-        .unwrap()
-}
+// The shared helpers; this file uses `rt` alone.
+#[allow(dead_code)]
+mod common;
+use common::rt;
 
 /// Drops `rt` on another thread and fails (instead of hanging the test run) if that takes
 /// longer than `limit`.
@@ -29,7 +26,7 @@ fn drop_within(rt: Runtime, limit: Duration) {
 #[test]
 fn a_wait_nobody_can_end_is_given_up_at_drop_with_an_error() {
     for workers in [1, 2] {
-        let rt = runtime(workers);
+        let rt = rt(workers);
         let never = UserEvent::new();
         let (tx, rx) = mpsc::channel();
         let (started_tx, started) = mpsc::channel();
@@ -65,7 +62,7 @@ fn a_wait_nobody_can_end_is_given_up_at_drop_with_an_error() {
 
 #[test]
 fn a_wait_that_another_task_ends_is_not_given_up() {
-    let rt = runtime(2);
+    let rt = rt(2);
     let gate = UserEvent::new();
     let (tx, rx) = mpsc::channel();
     let e = gate.event();
@@ -84,7 +81,7 @@ fn a_wait_that_another_task_ends_is_not_given_up() {
 
 #[test]
 fn a_runtime_dropped_by_its_own_task_shuts_down_without_waiting_for_it() {
-    let rt = runtime(2);
+    let rt = rt(2);
     let (tx, rx) = mpsc::channel();
     let (rt_tx, rt_rx) = mpsc::channel::<Runtime>();
     let handle = rt.handle();

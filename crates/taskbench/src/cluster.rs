@@ -246,11 +246,7 @@ impl Cluster {
 /// as it comes, another process's output could land inside the line (seen: "error: rank 1"
 /// cut by mpirun's banner, failing a test that looks for the whole line).
 pub fn say(line: &str) {
-    use std::io::Write;
-    let mut text = String::with_capacity(line.len() + 1);
-    text.push_str(line);
-    text.push('\n');
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    tactor_cli::say!("{line}");
 }
 
 /// A panic on any thread of a rank ends the job: the other ranks could otherwise wait forever

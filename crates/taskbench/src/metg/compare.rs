@@ -51,13 +51,7 @@ fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
         let system = crate::systems::by_name(&name).expect("checked above");
         if let Some(ranks) = m.ranks.filter(|_| system.runs_on_ranks()) {
             // Driven exactly like an external MPI program: the launcher prefix, then ours.
-            let launcher = m.launcher.replace("{R}", &ranks.to_string());
-            let Ok(mut cmd) = shell_words::split(&launcher) else {
-                usage!(
-                    "Invalid option \"--launcher {}\": unbalanced quotes",
-                    m.launcher
-                );
-            };
+            let mut cmd = launcher_prefix(m, ranks)?;
             cmd.extend(command[..4].iter().cloned());
             cmd.push((workers / ranks).max(1).to_string());
             out.push(Contender {
@@ -166,16 +160,22 @@ fn runnable(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|d| executable(&d.join(program))))
 }
 
-/// Checks once, before any sweep, that `--launcher` starts `ranks` ranks: otherwise every
-/// `S@R` result would be a run on another number of ranks under that name.
-fn check_launcher(m: &MetgArgs, ranks: usize, exe: &str) -> anyhow::Result<()> {
+/// `--launcher` for `ranks` ranks, split into words.
+fn launcher_prefix(m: &MetgArgs, ranks: usize) -> anyhow::Result<Vec<String>> {
     let launcher = m.launcher.replace("{R}", &ranks.to_string());
-    let Ok(mut cmd) = shell_words::split(&launcher) else {
+    let Ok(cmd) = shell_words::split(&launcher) else {
         usage!(
             "Invalid option \"--launcher {}\": unbalanced quotes",
             m.launcher
         );
     };
+    Ok(cmd)
+}
+
+/// Checks once, before any sweep, that `--launcher` starts `ranks` ranks: otherwise every
+/// `S@R` result would be a run on another number of ranks under that name.
+fn check_launcher(m: &MetgArgs, ranks: usize, exe: &str) -> anyhow::Result<()> {
+    let mut cmd = launcher_prefix(m, ranks)?;
     cmd.extend([exe.to_string(), crate::cli::JOB_FLAG.to_string()]);
     let stop = AtomicBool::new(false);
     let said = process::run_once(&cmd, Duration::from_secs(120), &stop).map_err(|e| {
