@@ -18,6 +18,9 @@
 //! - [`Handle::scope`] lets tasks borrow from the caller's stack, like `std::thread::scope`;
 //! - [`Handle::spawn`] returns a [`Future`]: the task's value, taken as a precondition or
 //!   read with [`Future::get`]; a [`Promise`] is a future set by hand;
+//! - [`join`] and [`for_each`] fork and join inside tasks, rayon's way: the second half is
+//!   pushed where the caller takes it back unless an idle worker stole it, so a fork that is
+//!   not stolen costs a push and a pop; [`Handle::run`] enters the runtime from outside;
 //! - a task that panics **poisons** its event: dependents do not run, the poison propagates,
 //!   and every waiter gets a [`TaskFailed`] naming the task that failed.
 //!
@@ -87,6 +90,7 @@ pub mod actor;
 mod countdown;
 mod event;
 mod failure;
+mod forkjoin;
 mod future;
 pub mod hint;
 pub mod implicit;
@@ -97,6 +101,7 @@ mod sync;
 
 pub use event::{Event, UserEvent};
 pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
+pub use forkjoin::{for_each, join};
 pub use future::{Future, Promise};
 pub use runtime::ABANDON_AFTER;
 pub use runtime::{

@@ -4,13 +4,15 @@
 //!
 //! What these cover: lost notifications and lost wake-ups (a model that loses one deadlocks
 //! and loom reports it), double runs (a countdown that reaches zero twice), double triggers.
-//! The work-stealing deque itself is crossbeam-deque's and is trusted; the hand-off around it
-//! (push, then wake; announce, then re-check, then park) is modelled with a locked queue.
+//! The tasks' work-stealing deque is crossbeam-deque's and is trusted; the hand-off around it
+//! (push, then wake; announce, then re-check, then park) is modelled with a locked queue. The
+//! fork-join jobs' split deque is ours, and is modelled: every job taken exactly once.
 
 use crate::countdown::{Countdown, Outcome};
 use crate::event::{Event, EventState, Link, Notify};
 use crate::failure::Failure;
 use crate::runtime::idle::Idle;
+use crate::runtime::job::{self, Header, JobRef};
 use crate::sync::{self, lock, AtomicUsize, Mutex, Ordering};
 use loom::thread;
 use std::collections::VecDeque;
@@ -372,5 +374,71 @@ fn loom_a_cycle_of_mailboxes_never_terminates_early() {
         let h1 = t.join().unwrap();
         assert_eq!(h0, [0, 1], "PE 0 handles the reply");
         assert_eq!(h1, [1, 0], "PE 1 handles the request");
+    });
+}
+
+/// Jobs for the deque models (never run: only who took which is checked).
+fn headers<const N: usize>() -> [Header; N] {
+    unsafe fn nothing(_: *const Header) {}
+    std::array::from_fn(|_| Header { execute: nothing })
+}
+
+/// Runs `owner` against one thief that steals `steals` times: every job pushed is taken once,
+/// by the owner's pops or the thief, never twice and never lost.
+fn deque_model(pushed: usize, steals: usize, owner: fn(&job::Owner, &[JobRef]) -> Vec<JobRef>) {
+    loom::model(move || {
+        let hs: &'static [Header] = Box::leak(Box::new(headers::<3>()));
+        // SAFETY: the headers are leaked (alive for ever) and never run.
+        let jobs: Vec<JobRef> = hs[..pushed]
+            .iter()
+            .map(|h| unsafe { JobRef::new(h.into()) })
+            .collect();
+        let public = job::Public::new();
+        let thief_side = public.clone();
+        let thief = thread::spawn(move || {
+            (0..steals)
+                .filter_map(|_| thief_side.steal())
+                .map(|j| j.addr())
+                .collect::<Vec<_>>()
+        });
+        let own = job::Owner::new(public);
+        let mut taken: Vec<usize> = owner(&own, &jobs).into_iter().map(|j| j.addr()).collect();
+        taken.extend(thief.join().unwrap());
+        taken.sort_unstable();
+        let mut want: Vec<usize> = jobs.iter().map(|j| j.addr()).collect();
+        want.sort_unstable();
+        assert_eq!(taken, want, "each job taken exactly once");
+    });
+}
+
+#[test]
+fn loom_owner_pop_racing_a_steal_for_the_last_public_job() {
+    deque_model(1, 1, |own, jobs| {
+        own.push(jobs[0]).unwrap();
+        own.pop().into_iter().collect()
+    });
+}
+
+#[test]
+fn loom_private_and_public_jobs_each_taken_once() {
+    deque_model(2, 2, |own, jobs| {
+        own.push(jobs[0]).unwrap();
+        own.push(jobs[1]).unwrap();
+        let mut got: Vec<JobRef> = own.pop().into_iter().collect();
+        got.extend(own.pop());
+        got
+    });
+}
+
+#[test]
+fn loom_jobs_pushed_after_a_steal_are_made_public_and_taken_once() {
+    deque_model(3, 2, |own, jobs| {
+        own.push(jobs[0]).unwrap();
+        let mut got: Vec<JobRef> = own.pop().into_iter().collect();
+        own.push(jobs[1]).unwrap();
+        own.push(jobs[2]).unwrap();
+        got.extend(own.pop());
+        got.extend(own.pop());
+        got
     });
 }

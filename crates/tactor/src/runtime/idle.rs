@@ -82,6 +82,17 @@ impl Idle {
         }
     }
 
+    /// After pushing work that the pusher runs itself unless another worker takes it first
+    /// (a fork-join job): wakes a sleeper if one is seen, without the fence. A sleeper that
+    /// announced itself too late to be seen re-checks the queues after its own fence, and a
+    /// job it misses is still run, by its owner: a lost wake-up here costs parallelism, never
+    /// progress, and a fence per fork would cost more than most forked jobs.
+    pub(crate) fn wake_one_cheaply(&self) {
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
+            self.wake_one();
+        }
+    }
+
     /// Wakes every worker (shutdown).
     pub(crate) fn wake_all(&self) {
         fence(Ordering::SeqCst);

@@ -5,6 +5,7 @@ pub(crate) mod channel;
 mod frames;
 pub use frames::ABANDON_AFTER;
 pub(crate) mod idle;
+pub(crate) mod job;
 mod mailbox;
 mod source;
 pub use source::Poller;
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     injector: Injector<Task>,
     inboxes: Box<[CachePadded<Injector<Task>>]>,
     stealers: Box<[Stealer<Task>]>,
+    /// The other ends of the workers' fork-join job deques.
+    job_stealers: Box<[Arc<job::Public>]>,
     /// Compiled-subgraph message rings, external queues and instance ids.
     rings: Arc<mailbox::Rings>,
     idle: Idle,
@@ -110,6 +113,14 @@ pub fn current_handle() -> Option<Handle> {
         ctx.map(|c| Handle {
             shared: c.shared.clone(),
         })
+    })
+}
+
+/// The index of the calling thread if it is one of `handle`'s runtime's workers.
+pub(crate) fn worker_of(handle: &Handle) -> Option<usize> {
+    worker::with_current(|c| {
+        c.filter(|c| Arc::ptr_eq(&c.shared, &handle.shared))
+            .map(|c| c.index)
     })
 }
 
@@ -203,6 +214,7 @@ impl Builder {
     /// Unit tests: workers that cannot map coroutine stacks, as under a tight address-space
     /// limit (they run their loop on their own stack, waits served help-first).
     #[cfg(test)]
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn without_stacks(mut self) -> Builder {
         self.no_stacks = true;
         self
@@ -263,7 +275,8 @@ impl Builder {
     /// ```
     pub fn footprint(&self) -> u128 {
         let n = self.workers as u128;
-        let per_worker = 64 * 1024; // deques, inboxes, idle state and a thread's first pages
+        // Deques (a fork-join deque is 8 KiB), inboxes, idle state and a thread's first pages.
+        let per_worker = 64 * 1024;
         mailbox::Rings::footprint(self.workers).saturating_add(n.saturating_mul(per_worker))
     }
 
@@ -288,12 +301,14 @@ impl Builder {
             ));
         };
         let deques: Vec<Worker<Task>> = (0..self.workers).map(|_| Worker::new_fifo()).collect();
+        let jobs: Vec<Arc<job::Public>> = (0..self.workers).map(|_| job::Public::new()).collect();
         let shared = Arc::new(Shared {
             injector: Injector::new(),
             inboxes: (0..self.workers)
                 .map(|_| CachePadded::new(Injector::new()))
                 .collect(),
             stealers: deques.iter().map(Worker::stealer).collect(),
+            job_stealers: jobs.iter().cloned().collect(),
             rings: Arc::new(rings),
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),
@@ -313,7 +328,7 @@ impl Builder {
             handle: Handle { shared },
             threads: Vec::with_capacity(self.workers),
         };
-        for (w, deque) in deques.into_iter().enumerate() {
+        for (w, (deque, jobs)) in deques.into_iter().zip(jobs).enumerate() {
             let shared = rt.handle.shared.clone();
             let fits = self.first_core.saturating_add(self.workers) <= cores.len();
             let core = fits.then(|| cores[self.first_core + w]);
@@ -323,7 +338,7 @@ impl Builder {
                     if let Some(c) = core {
                         core_affinity::set_for_current(c);
                     }
-                    worker::run(shared, w, deque)
+                    worker::run(shared, w, deque, job::Owner::new(jobs))
                 })?;
             rt.threads.push(t);
         }

@@ -1,6 +1,7 @@
 //! A worker thread: where it looks for work, how it idles, and how it leaves at shutdown.
 
 use super::frames;
+use super::job::{self, JobRef};
 use super::source::{self, Polled, Source};
 use super::task::{Placement, TaskNode};
 use super::Shared;
@@ -21,6 +22,8 @@ pub(crate) struct WorkerCtx {
     pub(crate) shared: Arc<Shared>,
     pub(crate) index: usize,
     deque: Worker<Task>,
+    /// Fork-join jobs forked by the tasks this worker runs (LIFO: `super::job`).
+    pub(crate) jobs: job::Owner,
     /// Tasks placed on this worker by itself: never stolen, so no atomics needed.
     pinned: RefCell<VecDeque<Task>>,
     /// Every source of work this worker polls ([`source`]): the mailbox of the
@@ -62,8 +65,29 @@ impl WorkerCtx {
         }
     }
 
-    /// The next task for this worker: its own work first, then shared, then stolen.
-    pub(crate) fn find(&self) -> Option<Task> {
+    /// The next work for this worker: its own first (the newest job its tasks forked, then
+    /// its tasks), then shared tasks, then stolen — jobs before tasks, since an unfinished
+    /// fork-join holds a task's stack until its jobs are done.
+    pub(crate) fn find(&self) -> Option<Work> {
+        if let Some(j) = self.jobs.pop() {
+            return Some(Work::Job(j));
+        }
+        self.find_task()
+            .map(Work::Task)
+            .or_else(|| self.steal_job().map(Work::Job))
+            .or_else(|| self.steal_task().map(Work::Task))
+    }
+
+    fn steal_job(&self) -> Option<JobRef> {
+        let stealers = &self.shared.job_stealers;
+        let n = stealers.len();
+        (1..n)
+            .map(|k| &stealers[(self.index + k) % n])
+            .filter(|s| !s.is_empty())
+            .find_map(|s| s.steal())
+    }
+
+    fn find_task(&self) -> Option<Task> {
         if let Some(t) = self.pinned.borrow_mut().pop_front() {
             return Some(t);
         }
@@ -84,6 +108,11 @@ impl WorkerCtx {
                 return Some(t);
             }
         }
+        None
+    }
+
+    fn steal_task(&self) -> Option<Task> {
+        let shared = &*self.shared;
         let n = shared.stealers.len();
         (1..n)
             .map(|k| &shared.stealers[(self.index + k) % n])
@@ -117,6 +146,8 @@ impl WorkerCtx {
         self.sources.iter().any(|s| s.has_work())
             || !self.pinned.borrow().is_empty()
             || !self.deque.is_empty()
+            || !self.jobs.is_empty()
+            || shared.job_stealers.iter().any(|s| !s.is_empty())
             || !shared.inboxes[self.index].is_empty()
             || !shared.injector.is_empty()
             || shared.stealers.iter().any(|s| !s.is_empty())
@@ -132,6 +163,24 @@ impl WorkerCtx {
         }
         while let Some(t) = self.deque.pop() {
             t.cancel();
+        }
+    }
+}
+
+/// Work a worker found: a task, or a fork-join job.
+pub(crate) enum Work {
+    Task(Task),
+    Job(JobRef),
+}
+
+impl Work {
+    /// Runs it; a task is cancelled instead once the runtime has shut down. A job always
+    /// runs: the task that forked it waits for it.
+    fn run(self, closed: bool) {
+        match self {
+            Work::Task(t) if closed => t.cancel(),
+            Work::Task(t) => t.run(),
+            Work::Job(j) => j.run(),
         }
     }
 }
@@ -154,7 +203,7 @@ pub(crate) fn steal<T>(mut f: impl FnMut() -> Steal<T>) -> Option<T> {
 const QUEUE_LOOK_EVERY: u32 = 16;
 
 /// The body of worker thread `index`.
-pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
+pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>, jobs: job::Owner) {
     shared.idle.register(index, sync::current());
     let sources = source::for_worker(&shared.rings, &shared.pollers, index);
     let ctx = WorkerCtx {
@@ -162,6 +211,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>) {
         shared,
         index,
         deque,
+        jobs,
         pinned: RefCell::new(VecDeque::new()),
     };
     CURRENT.with(|c| c.set(&ctx));
@@ -222,14 +272,10 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
             waiting.spin();
             continue;
         }
-        if let Some(t) = ctx.find() {
+        if let Some(w) = ctx.find() {
             idle_since = None;
             waiting = Waiting::default();
-            if shared.closed.load(Ordering::Relaxed) {
-                t.cancel();
-            } else {
-                t.run();
-            }
+            w.run(shared.closed.load(Ordering::Relaxed));
             continue;
         }
         if shared.closed.load(Ordering::SeqCst) {
@@ -294,7 +340,7 @@ pub(crate) fn help_while(done: impl Fn() -> bool) -> bool {
                 continue;
             }
             match ctx.find() {
-                Some(t) => t.run(),
+                Some(w) => w.run(false),
                 None => std::hint::spin_loop(),
             }
         }

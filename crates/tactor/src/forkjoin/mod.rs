@@ -1,0 +1,146 @@
+//! Fork-join: [`join`] and [`for_each`], the styles of rayon, Cilk and TBB, on the runtime's
+//! workers.
+//!
+//! `join(a, b)` pushes `b` as a job onto the calling worker's own deque, runs `a`, and takes
+//! `b` back to run it inline unless another worker stole it meanwhile (work-first, as in Cilk
+//! and rayon: an unstolen fork costs a push and a pop, with no allocation and no counted
+//! reference). Only a stolen `b` is waited for, and that wait suspends the task like
+//! [`Event::wait`](crate::Event::wait): the worker goes on with other work. Idle workers steal
+//! the oldest job, the largest part of the split.
+//!
+//! Borrowing follows `std::thread::scope`: both closures may borrow from the caller, since
+//! `join` returns only after both ran; each needs `Send`, as either may run on another worker.
+//! Called outside the runtime's workers, `join` runs `a` then `b` on the calling thread: enter
+//! the runtime first with [`Handle::run`](crate::Handle::run).
+
+mod job;
+mod run;
+
+use crate::runtime;
+use job::StackJob;
+use std::ops::Range;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+/// Runs `a` and `b`, potentially in parallel, and returns both results. If either panics, the
+/// panic is resumed once both have finished (`b` still runs when `a` panicked).
+///
+/// ```
+/// fn fib(n: u64) -> u64 {
+///     if n < 2 {
+///         return n;
+///     }
+///     let (x, y) = tactor::join(|| fib(n - 1), || fib(n - 2));
+///     x + y
+/// }
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// assert_eq!(rt.run(|| fib(20)), 6765);
+/// assert_eq!(fib(10), 55); // off the workers: the same answer, one closure after the other
+/// ```
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    join_told(a, |_| b())
+}
+
+/// `join`, telling `b` whether it was stolen.
+fn join_told<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce(bool) -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let job_b = StackJob::new(b);
+    // SAFETY: `job_b` stays in this frame, unmoved, until it has run: every path below either
+    // takes it back from the deque (then nobody else holds it) or waits for the thief, and a
+    // panic of `a` is caught so that it cannot unwind past the job.
+    let forked = runtime::job::push(unsafe { job_b.as_job() });
+    if forked.is_err() {
+        // Not on a worker: nothing was pushed.
+        let ra = a();
+        return (ra, job_b.run_inline());
+    }
+    let ra = catch_unwind(AssertUnwindSafe(a));
+    // Jobs pushed after `b` were taken back by the joins that pushed them; what is above `b`
+    // now is `b` itself, or, if it was stolen, older jobs of enclosing joins on this worker:
+    // run those meanwhile, as rayon does.
+    let stolen = loop {
+        match runtime::job::pop() {
+            Some(j) if job_b.is(&j) => break false,
+            Some(j) => j.run(),
+            None => break true,
+        }
+    };
+    let rb = if stolen {
+        job_b.wait()
+    } else {
+        job_b.run_inline()
+    };
+    match ra {
+        Ok(ra) => (ra, rb),
+        Err(panic) => resume_unwind(panic),
+    }
+}
+
+/// Calls `body(i)` for every `i` in `range`, in parallel: HPX's `for_loop` and rayon's
+/// `par_iter().for_each`. The range is split in halves, recursively, through [`join`], but only
+/// as far as there are idle workers to take the halves: as many pieces as workers to begin
+/// with, and more wherever a piece was stolen (work went idle elsewhere), never below `grain`
+/// indices a piece (0 is taken as 1). So a loop of tiny bodies costs a handful of forks, and an
+/// unbalanced one is split finely where it needs to be. Usable inside tasks and inside other
+/// loops (nested); a panic of `body` is resumed after the loop's other pieces finished.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let sum = AtomicU64::new(0);
+/// rt.run(|| tactor::for_each(0..1000, 1, |i| { sum.fetch_add(i as u64, Relaxed); }));
+/// assert_eq!(sum.into_inner(), 499_500);
+/// ```
+pub fn for_each<F>(range: Range<usize>, grain: usize, body: F)
+where
+    F: Fn(usize) + Sync,
+{
+    let workers = runtime::current_handle().map_or(1, |h| h.workers());
+    let split = Split {
+        grain: grain.max(1),
+        workers,
+    };
+    split.run(range, workers, &body);
+}
+
+/// How `for_each` splits.
+#[derive(Clone, Copy)]
+struct Split {
+    grain: usize,
+    workers: usize,
+}
+
+impl Split {
+    /// Runs `range`, which may still be split `splits` more times (halving each time).
+    fn run<F: Fn(usize) + Sync>(self, range: Range<usize>, splits: usize, body: &F) {
+        let len = range.end.saturating_sub(range.start);
+        if splits == 0 || len < 2 * self.grain || len < 2 {
+            range.for_each(body);
+            return;
+        }
+        let mid = range.start + len / 2;
+        let (low, high) = (range.start..mid, mid..range.end);
+        join_told(
+            || self.run(low, splits / 2, body),
+            |stolen| {
+                // A stolen half means a worker went idle: let this half split for all of them.
+                let splits = if stolen {
+                    (splits / 2).max(self.workers)
+                } else {
+                    splits / 2
+                };
+                self.run(high, splits, body)
+            },
+        );
+    }
+}

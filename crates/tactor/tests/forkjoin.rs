@@ -1,0 +1,223 @@
+//! Fork-join: `join`, `for_each` and `Handle::run` — results, exactly-once execution under
+//! stealing, panics, nesting inside tasks and waits, and depths past a deque's capacity.
+
+#[allow(dead_code)]
+mod common;
+
+use common::rt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use tactor::{Placement, UserEvent};
+
+fn fib(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = tactor::join(|| fib(n - 1), || fib(n - 2));
+    a + b
+}
+
+/// fib(n) sequentially, to compare with.
+fn fib_seq(n: u64) -> u64 {
+    (0..n).fold((0, 1), |(a, b), _| (b, a + b)).0
+}
+
+const FIB: u64 = if cfg!(miri) { 8 } else { 24 };
+
+#[test]
+fn join_computes_fib_on_one_two_and_four_workers() {
+    for w in [1, 2, 4] {
+        let rt = rt(w);
+        for _ in 0..3 {
+            assert_eq!(rt.run(|| fib(FIB)), fib_seq(FIB), "{w} workers");
+        }
+    }
+}
+
+#[test]
+fn join_off_the_workers_runs_both_closures_in_turn() {
+    assert_eq!(fib(12), 144);
+    let mut order = Vec::new();
+    let (a, b) = tactor::join(|| 1, || 2);
+    order.push(a);
+    order.push(b);
+    assert_eq!(order, [1, 2]);
+}
+
+#[test]
+fn join_closures_borrow_from_the_caller_and_each_runs_once() {
+    let rt = rt(2);
+    let mut left = vec![0u32; 64];
+    let mut right = vec![0u32; 64];
+    rt.run(|| {
+        fn fill(s: &mut [u32]) {
+            if s.len() <= 2 {
+                s.iter_mut().for_each(|x| *x += 1);
+                return;
+            }
+            let (a, b) = s.split_at_mut(s.len() / 2);
+            tactor::join(|| fill(a), || fill(b));
+        }
+        tactor::join(|| fill(&mut left), || fill(&mut right));
+    });
+    assert!(left.iter().chain(&right).all(|&x| x == 1));
+}
+
+/// A panic on either side is resumed by `join` after the other side finished.
+#[test]
+fn a_panic_on_either_side_reaches_the_caller_after_both_sides_ran() {
+    let rt = rt(2);
+    for side in 0..2 {
+        let other_ran = AtomicUsize::new(0);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            rt.run(|| {
+                tactor::join(
+                    || {
+                        if side == 0 {
+                            panic!("left side fails");
+                        }
+                        other_ran.fetch_add(1, Relaxed);
+                    },
+                    || {
+                        if side == 1 {
+                            panic!("right side fails");
+                        }
+                        other_ran.fetch_add(1, Relaxed);
+                    },
+                )
+            })
+        }));
+        let msg = r.expect_err("the panic reaches run's caller");
+        let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
+        assert!(msg.contains("side fails"), "{msg}");
+        assert_eq!(other_ran.load(Relaxed), 1, "side {side}");
+    }
+    // The runtime is still usable.
+    assert_eq!(rt.run(|| fib(10)), 55);
+}
+
+/// Panics deep inside a parallel recursion, on whichever worker: every leaf that did not
+/// panic ran once, and the runtime goes on.
+#[test]
+fn panics_inside_a_stolen_recursion_are_resumed_once() {
+    let rt = rt(2);
+    let n = if cfg!(miri) { 16 } else { 4096 };
+    let ran: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        rt.run(|| {
+            tactor::for_each(0..n, 1, |i| {
+                ran[i].fetch_add(1, Relaxed);
+                if i == n / 3 {
+                    panic!("leaf {i} fails");
+                }
+            })
+        })
+    }));
+    assert!(r.is_err());
+    assert!(ran.iter().all(|r| r.load(Relaxed) <= 1));
+    assert_eq!(rt.run(|| fib(12)), 144);
+}
+
+#[test]
+fn for_each_calls_every_index_exactly_once_for_any_grain() {
+    let rt = rt(2);
+    let n = if cfg!(miri) { 40 } else { 10_000 };
+    for grain in [0, 1, 3, 64, n, n * 2] {
+        let hits: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
+        rt.run(|| {
+            tactor::for_each(5..n, grain, |i| {
+                hits[i].fetch_add(1, Relaxed);
+            })
+        });
+        for (i, h) in hits.iter().enumerate() {
+            let want = u8::from(i >= 5);
+            assert_eq!(h.load(Relaxed), want, "grain {grain}, index {i}");
+        }
+    }
+    // Empty and reversed ranges call nothing.
+    rt.run(|| tactor::for_each(7..7, 1, |_| panic!("empty range")));
+    #[allow(clippy::reversed_empty_ranges)]
+    rt.run(|| tactor::for_each(9..3, 1, |_| panic!("reversed range")));
+}
+
+#[test]
+fn nested_loops_and_loops_in_tasks_are_exact() {
+    let rt = rt(2);
+    let (outer, inner) = if cfg!(miri) { (4, 4) } else { (64, 100) };
+    let sum = AtomicU64::new(0);
+    rt.scope(|s| {
+        for t in 0..3u64 {
+            let sum = &sum;
+            s.launch(Placement::Any, &[], move |_| {
+                tactor::for_each(0..outer, 1, |i| {
+                    tactor::for_each(0..inner, 4, |j| {
+                        sum.fetch_add(t + (i * inner + j) as u64, Relaxed);
+                    })
+                })
+            });
+        }
+    })
+    .unwrap();
+    let cells = (outer * inner) as u64;
+    let want = 3 * cells * (cells - 1) / 2 + cells * 3;
+    assert_eq!(sum.into_inner(), want);
+}
+
+/// A join whose first half waits for an event (the task suspends, and the worker may run the
+/// second half from its own deque meanwhile) still returns both results, on one worker too.
+#[test]
+fn a_join_whose_first_half_waits_completes_on_one_worker() {
+    for w in [1, 2] {
+        let rt = rt(w);
+        let gate = UserEvent::new();
+        let g = gate.event();
+        let opener = gate.clone();
+        let (a, b) = rt.run(|| {
+            tactor::join(
+                move || {
+                    g.wait().unwrap();
+                    1
+                },
+                move || {
+                    // On one worker this runs only once the first half has suspended.
+                    opener.trigger().unwrap();
+                    2
+                },
+            )
+        });
+        assert_eq!((a, b), (1, 2), "{w} workers");
+    }
+}
+
+/// Joins nested deeper than a worker's deque holds: the forks past its capacity run inline.
+#[test]
+fn joins_nested_deeper_than_the_deque_run_inline() {
+    fn chain(n: usize, count: &AtomicUsize) {
+        if n == 0 {
+            return;
+        }
+        tactor::join(
+            || {
+                count.fetch_add(1, Relaxed);
+            },
+            || chain(n - 1, count),
+        );
+    }
+    let depth = if cfg!(miri) { 50 } else { 3000 };
+    // Deep recursion needs a deep stack: run it in a task of a runtime whose coroutine stacks
+    // hold it (2 MiB), from a join at the top.
+    let rt = rt(2);
+    let count = AtomicUsize::new(0);
+    rt.run(|| chain(depth, &count));
+    assert_eq!(count.into_inner(), depth);
+}
+
+#[test]
+fn run_from_a_worker_runs_in_place_and_resumes_panics_elsewhere() {
+    let rt = rt(2);
+    let h = rt.handle();
+    let inner = rt.run(move || h.run(|| tactor::current_worker().is_some()));
+    assert!(inner);
+    let r = catch_unwind(AssertUnwindSafe(|| rt.run(|| panic!("boom"))));
+    assert_eq!(r.unwrap_err().downcast_ref::<&str>(), Some(&"boom"));
+}
