@@ -43,6 +43,7 @@ impl JobRef {
     /// # Safety
     /// The job must stay valid, unmoved, until `execute` has returned; `execute` must be safe
     /// to call once from any thread; whoever takes the job from a deque runs it, exactly once.
+    #[inline]
     pub(crate) unsafe fn new(header: NonNull<Header>) -> JobRef {
         JobRef(header)
     }
@@ -54,6 +55,7 @@ impl JobRef {
     }
 
     /// Runs the job.
+    #[inline]
     pub(crate) fn run(self) {
         let header = self.0.as_ptr();
         // SAFETY: `JobRef::new`'s contract: the job is alive until this returns, and a job
@@ -89,6 +91,7 @@ impl Public {
         })
     }
 
+    #[inline]
     fn slot(&self, i: usize) -> &AtomicPtr<Header> {
         &self.slots[i % CAPACITY]
     }
@@ -148,6 +151,7 @@ impl Owner {
 
     /// Pushes `job`; hands it back when the deque is full. Returns whether jobs were made
     /// public (thieves may want waking).
+    #[inline]
     pub(crate) fn push(&self, job: JobRef) -> Result<bool, JobRef> {
         let p = &*self.public;
         let b = self.bottom.get();
@@ -170,6 +174,7 @@ impl Owner {
     }
 
     /// Takes the newest job, if no thief took it.
+    #[inline]
     pub(crate) fn pop(&self) -> Option<JobRef> {
         let p = &*self.public;
         let b = self.bottom.get();
@@ -207,6 +212,7 @@ impl Owner {
         won.then(|| self.job_at(newest))
     }
 
+    #[inline]
     fn job_at(&self, i: usize) -> JobRef {
         let job = self.public.slot(i).load(Ordering::Relaxed);
         JobRef(NonNull::new(job).expect("a slot below bottom holds a job"))
@@ -220,6 +226,7 @@ impl Owner {
 
 /// Pushes `job` onto the calling worker's deque; hands it back when the caller is not a worker
 /// or the deque is full (the caller then runs it itself).
+#[inline]
 pub(crate) fn push(job: JobRef) -> Result<(), JobRef> {
     worker::with_current(|ctx| {
         let ctx = ctx.ok_or(job)?;
@@ -231,6 +238,7 @@ pub(crate) fn push(job: JobRef) -> Result<(), JobRef> {
 }
 
 /// Takes the top of the calling worker's deque (the newest job that nobody stole).
+#[inline]
 pub(crate) fn pop() -> Option<JobRef> {
     worker::with_current(|ctx| ctx.and_then(|ctx| ctx.jobs.pop()))
 }

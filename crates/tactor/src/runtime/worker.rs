@@ -36,6 +36,7 @@ thread_local! {
 }
 
 /// Calls `f` with the worker context of the calling thread, if it is a worker.
+#[inline]
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
     let p = CURRENT.with(Cell::get);
     // SAFETY: `CURRENT` points at the `WorkerCtx` on the stack of `run`, set for exactly the

@@ -268,11 +268,15 @@ pub fn write_csv(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
 
 /// Our systems' colours, the same in every plot; other names get one of `OTHERS` chosen by a
 /// hash of the name, so a contender keeps its colour from plot to plot too.
-const FIXED: [(&str, RGBColor); 4] = [
+const FIXED: [(&str, RGBColor); 8] = [
     ("compiled", RGBColor(31, 119, 180)),
     ("tasks", RGBColor(214, 39, 40)),
     ("bsp", RGBColor(44, 160, 44)),
     ("serial", RGBColor(127, 127, 127)),
+    ("forkjoin", RGBColor(0, 0, 0)),
+    ("parfor", RGBColor(102, 51, 0)),
+    ("futures", RGBColor(0, 102, 102)),
+    ("futures-barrier", RGBColor(153, 153, 255)),
 ];
 const OTHERS: [RGBColor; 6] = [
     RGBColor(148, 103, 189),

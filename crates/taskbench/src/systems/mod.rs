@@ -4,8 +4,11 @@
 
 mod bsp;
 mod compiled;
+mod forkjoin;
+mod futures;
 mod implicit;
 mod on_tactor;
+mod parfor;
 mod remote;
 mod serial;
 pub mod slots;
@@ -14,7 +17,10 @@ pub mod team;
 
 pub use bsp::Bsp;
 pub use compiled::Compiled;
+pub use forkjoin::ForkJoin;
+pub use futures::Futures;
 pub use implicit::Implicit;
+pub use parfor::ParFor;
 pub use serial::Serial;
 pub use tasks::Tasks;
 pub use team::Pass;
@@ -183,6 +189,10 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(Implicit::PLAIN),
         Box::new(Implicit::TRACED),
         Box::new(Implicit::AUTO),
+        Box::new(ForkJoin),
+        Box::new(Futures { barrier: false }),
+        Box::new(Futures { barrier: true }),
+        Box::new(ParFor),
     ]
 }
 
