@@ -25,7 +25,7 @@ cargo +nightly miri test --locked -p tactor --lib --test api --test forkjoin --t
 cargo +nightly miri test --locked -p tactor-comm --no-default-features --lib --test loopback
 cargo +nightly miri test --locked -p taskbench --no-default-features --lib
 G="-steps 3 -width 4 -type nearest -radix 3 -kernel compute_bound -iter 2"
-for s in serial bsp tasks compiled implicit traced auto; do
+for s in serial bsp tasks compiled implicit traced auto forkjoin parfor futures; do
   echo "== miri: taskbench -system $s"
   # shellcheck disable=SC2086
   cargo +nightly miri run --locked -q -p taskbench --no-default-features -- $G -and -steps 4 -width 3 -type stencil_1d -system $s -worker 2 |

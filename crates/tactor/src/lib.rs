@@ -101,7 +101,7 @@ mod sync;
 
 pub use event::{Event, UserEvent};
 pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
-pub use forkjoin::{for_each, join};
+pub use forkjoin::{for_each, for_each_mut, join};
 pub use future::{Future, Promise};
 pub use runtime::ABANDON_AFTER;
 pub use runtime::{

@@ -221,3 +221,34 @@ fn run_from_a_worker_runs_in_place_and_resumes_panics_elsewhere() {
     let r = catch_unwind(AssertUnwindSafe(|| rt.run(|| panic!("boom"))));
     assert_eq!(r.unwrap_err().downcast_ref::<&str>(), Some(&"boom"));
 }
+
+#[test]
+fn for_each_mut_hands_every_item_to_one_call_with_its_index() {
+    let rt = rt(2);
+    let n = if cfg!(miri) { 37 } else { 5_001 };
+    for grain in [1, 7, n] {
+        let mut items: Vec<(usize, u32)> = vec![(usize::MAX, 0); n];
+        rt.run(|| {
+            tactor::for_each_mut(&mut items, grain, |i, item| {
+                item.0 = i;
+                item.1 += 1;
+            })
+        });
+        for (i, item) in items.iter().enumerate() {
+            assert_eq!(*item, (i, 1), "grain {grain}");
+        }
+    }
+    // Nested: rows of a matrix, each row's cells in parallel too.
+    let mut m = vec![vec![0usize; 9]; 11];
+    rt.run(|| {
+        tactor::for_each_mut(&mut m, 1, |r, row| {
+            tactor::for_each_mut(row, 1, |c, x| *x = r * 100 + c)
+        })
+    });
+    assert!(m
+        .iter()
+        .enumerate()
+        .all(|(r, row)| row.iter().enumerate().all(|(c, &x)| x == r * 100 + c)));
+    let mut empty: [u8; 0] = [];
+    tactor::for_each_mut(&mut empty, 1, |_, _| panic!("no items"));
+}

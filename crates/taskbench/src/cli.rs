@@ -125,8 +125,10 @@ fn help() -> String {
 
 fn list() -> String {
     let mut s = String::from("Systems:\n");
-    for sys in systems::all() {
-        s.push_str(&format!("  {:<10} {}\n", sys.name(), sys.about()));
+    let all = systems::all();
+    let pad = all.iter().map(|sys| sys.name().len()).max().unwrap_or(0);
+    for sys in all {
+        s.push_str(&format!("  {:<pad$} {}\n", sys.name(), sys.about()));
     }
     s
 }

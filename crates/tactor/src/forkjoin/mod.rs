@@ -113,6 +113,29 @@ where
     split.run(range, workers, &body);
 }
 
+/// Calls `body(i, &mut items[i])` for every item, in parallel, split as [`for_each`] splits
+/// its range: rayon's `par_iter_mut().enumerate().for_each`. Each piece borrows its own part
+/// of the slice, so the body may write its item without a lock.
+///
+/// ```
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let mut squares = vec![0u64; 100];
+/// rt.run(|| tactor::for_each_mut(&mut squares, 1, |i, x| *x = (i * i) as u64));
+/// assert_eq!(squares[9], 81);
+/// ```
+pub fn for_each_mut<T, F>(items: &mut [T], grain: usize, body: F)
+where
+    T: Send,
+    F: Fn(usize, &mut T) + Sync,
+{
+    let workers = runtime::current_handle().map_or(1, |h| h.workers());
+    let split = Split {
+        grain: grain.max(1),
+        workers,
+    };
+    split.run_mut(items, 0, workers, &body);
+}
+
 /// How `for_each` splits.
 #[derive(Clone, Copy)]
 struct Split {
@@ -121,26 +144,55 @@ struct Split {
 }
 
 impl Split {
+    /// Whether `len` items may be split further with `splits` splits left.
+    fn splits(self, len: usize, splits: usize) -> bool {
+        splits > 0 && len >= 2 * self.grain && len >= 2
+    }
+
+    /// The splits left to a half, and to a stolen one: a worker went idle, so let that half
+    /// split for all of them.
+    fn halve(self, splits: usize, stolen: bool) -> usize {
+        if stolen {
+            (splits / 2).max(self.workers)
+        } else {
+            splits / 2
+        }
+    }
+
     /// Runs `range`, which may still be split `splits` more times (halving each time).
     fn run<F: Fn(usize) + Sync>(self, range: Range<usize>, splits: usize, body: &F) {
         let len = range.end.saturating_sub(range.start);
-        if splits == 0 || len < 2 * self.grain || len < 2 {
+        if !self.splits(len, splits) {
             range.for_each(body);
             return;
         }
         let mid = range.start + len / 2;
         let (low, high) = (range.start..mid, mid..range.end);
         join_told(
-            || self.run(low, splits / 2, body),
-            |stolen| {
-                // A stolen half means a worker went idle: let this half split for all of them.
-                let splits = if stolen {
-                    (splits / 2).max(self.workers)
-                } else {
-                    splits / 2
-                };
-                self.run(high, splits, body)
-            },
+            || self.run(low, self.halve(splits, false), body),
+            |stolen| self.run(high, self.halve(splits, stolen), body),
+        );
+    }
+
+    /// `run` over a slice whose first item has index `first`.
+    fn run_mut<T: Send, F: Fn(usize, &mut T) + Sync>(
+        self,
+        items: &mut [T],
+        first: usize,
+        splits: usize,
+        body: &F,
+    ) {
+        if !self.splits(items.len(), splits) {
+            for (i, x) in items.iter_mut().enumerate() {
+                body(first + i, x);
+            }
+            return;
+        }
+        let mid = items.len() / 2;
+        let (low, high) = items.split_at_mut(mid);
+        join_told(
+            || self.run_mut(low, first, self.halve(splits, false), body),
+            |stolen| self.run_mut(high, first + mid, self.halve(splits, stolen), body),
         );
     }
 }

@@ -1,24 +1,28 @@
-//! `forkjoin`: seed 004's Itoyori structure. Each timestep a root splits the points of every
-//! graph in halves, recursively, with [`tactor::join`] down to single points, and the step ends
-//! when the split has joined: one fork per point, stolen by idle workers, no events.
+//! `forkjoin`: seed 004's Itoyori structure. Each timestep a root splits the graphs, then each
+//! graph's points, in halves with [`tactor::join`] down to single points, and the step ends
+//! when the split has joined: one fork per point, stolen by idle workers, no events. Each half
+//! borrows its part of the row (`split_at_mut`): no locks and no `unsafe`.
 
-use super::on_tactor::{self, ErrorSlot, Graph};
+use super::styles::{self, Buffers};
 use super::team::Pass;
-use super::{check_workers, footprint, RunConfig, RunError, System};
+use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use taskbench_core::app::App;
-use taskbench_core::plan::Plan;
 
 /// Nested fork-join over the points, a join at the end of each timestep.
 pub struct ForkJoin;
 
-/// Calls `leaf(i)` for every `i` in `lo..hi`, splitting the range in halves with `join`.
-pub fn split(lo: i64, hi: i64, leaf: &(impl Fn(i64) + Sync)) {
-    match hi - lo {
-        ..=0 => {}
-        1 => leaf(lo),
-        n => {
-            let mid = lo + n / 2;
-            tactor::join(|| split(lo, mid, leaf), || split(mid, hi, leaf));
+/// Calls `f` on every item, splitting the slice in halves with `join` down to single items.
+fn split<T: Send, E: Send>(
+    items: &mut [T],
+    f: &(impl Fn(&mut T) -> Result<(), E> + Sync),
+) -> Result<(), E> {
+    match items {
+        [] => Ok(()),
+        [one] => f(one),
+        _ => {
+            let (a, b) = items.split_at_mut(items.len() / 2);
+            let (ra, rb) = tactor::join(|| split(a, f), || split(b, f));
+            ra.and(rb)
         }
     }
 }
@@ -33,32 +37,24 @@ impl System for ForkJoin {
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
-        footprint::rows(app, 2, 2)
+        footprint::rows(app, 2, 1)
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, _) = on_tactor::start(cfg)?;
-        let (place, rank) = on_tactor::placement(cfg);
-        let graphs: Vec<Graph> = (app.graphs.iter())
-            .map(|g| Graph::new(Plan::new(g.clone()), place, rank))
-            .collect();
-        let steps = graphs.iter().map(|g| g.plan.graph().timesteps).max();
-        let error = ErrorSlot::new(None);
-        on_tactor::passes(&rt, &error, None, || {
-            for t in 0..steps.unwrap_or(0) {
-                split(0, graphs.len() as i64, &|gi| {
-                    let g = &graphs[gi as usize];
-                    if t < g.plan.graph().timesteps {
-                        let (first, width) = (g.plan.offset(t), g.plan.width(t));
-                        // SAFETY: within a timestep each point writes only its own slots and
-                        // reads the previous row, which nothing writes until the step joined.
-                        split(first, first + width, &|p| unsafe {
-                            g.run_point(t, p, &error)
-                        });
-                    }
-                });
+        let rt = styles::runtime(cfg.workers, cfg.pin)?;
+        let graphs = std::sync::Mutex::new(Buffers::all(app));
+        let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
+        styles::passes(&rt, || {
+            let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
+            for t in 0..steps {
+                split(&mut graphs, &|g: &mut Buffers| {
+                    let (plan, mut points, prev) = g.step(t);
+                    split(&mut points, &|(p, out, scratch)| {
+                        run_task(plan, t, *p, out, scratch, |d| &prev[d as usize])
+                    })
+                })?;
             }
             Ok(())
         })

@@ -4,15 +4,15 @@
 //! timestep before launching the next (the seed's per-step barrier, for its fair
 //! comparison); `futures` lets timesteps overlap.
 
-use super::on_tactor::{self, ErrorSlot};
-use super::slots::Slots;
+use super::styles;
 use super::team::Pass;
-use super::{check_workers, footprint, RunConfig, RunError, System};
-use std::sync::Arc;
+use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
+use std::sync::{Arc, Mutex};
 use tactor::{Event, Future, Placement};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
+use taskbench_core::validate::TaskError;
 
 /// A future per point; with `barrier`, a wait per timestep.
 pub struct Futures {
@@ -20,7 +20,8 @@ pub struct Futures {
     pub barrier: bool,
 }
 
-type Output = Future<Box<[u8]>>;
+/// A task's output, or the first validation failure among it and its inputs.
+type Output = Future<Result<Vec<u8>, TaskError>>;
 
 impl System for Futures {
     fn name(&self) -> &'static str {
@@ -41,69 +42,71 @@ impl System for Futures {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, _) = on_tactor::start(cfg)?;
+        let rt = styles::runtime(cfg.workers, cfg.pin)?;
         let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());
-        // A task runs to its end on its worker, never suspended: one scratch per worker.
-        let scratch: Arc<Vec<Slots>> = Arc::new(
+        // A task runs to its end on one worker: a scratch buffer per worker and graph.
+        let scratch: Arc<Vec<Vec<Mutex<Vec<u8>>>>> = Arc::new(
             (plans.iter())
-                .map(|p| Slots::filled(cfg.workers, &new_scratch(p.graph().scratch_bytes_per_task)))
+                .map(|p| {
+                    (0..cfg.workers)
+                        .map(|_| Mutex::new(new_scratch(p.graph().scratch_bytes_per_task)))
+                        .collect()
+                })
                 .collect(),
         );
-        let error = Arc::new(ErrorSlot::new(None));
-        let h = rt.handle();
         let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
-        on_tactor::passes(&rt, &error, None, || {
-            let mut last: Vec<Vec<Option<Output>>> = (plans.iter())
-                .map(|p| vec![None; p.graph().max_width as usize])
-                .collect();
-            let mut all: Vec<Event> = Vec::new();
+        let check = |f: &Output| match f.get() {
+            Ok(out) => out
+                .as_ref()
+                .map(drop)
+                .map_err(|e| RunError::Validation(e.clone())),
+            Err(e) => Err(RunError::Runtime(e.to_string())),
+        };
+        styles::passes(&rt, || {
+            let h = rt.handle();
+            let mut last: Vec<Vec<Output>> = plans.iter().map(|_| Vec::new()).collect();
+            let mut all = Vec::new();
             for t in 0..steps {
-                let mut now: Vec<Event> = Vec::new();
+                let mut now = Vec::new();
                 for (gi, plan) in plans
                     .iter()
                     .enumerate()
                     .filter(|(_, p)| t < p.graph().timesteps)
                 {
-                    let mut next = vec![None; last[gi].len()];
+                    let mut next =
+                        vec![Future::ready(Ok(Vec::new())); plan.graph().max_width as usize];
                     for p in plan.offset(t)..plan.offset(t) + plan.width(t) {
-                        let ins: Vec<Output> = (plan.deps(t, p).iter())
-                            .map(|&d| last[gi][d as usize].clone().expect("dependency ran"))
+                        let ins: Vec<Output> = plan
+                            .deps(t, p)
+                            .iter()
+                            .map(|&d| last[gi][d as usize].clone())
                             .collect();
                         let pre: Vec<Event> = ins.iter().map(|f| f.event().clone()).collect();
-                        let (plans, scratch, error) =
-                            (plans.clone(), scratch.clone(), error.clone());
-                        let f = h.spawn(Placement::Any, &pre, move || {
-                            let plan = &plans[gi];
-                            let mut out = vec![0; plan.graph().output_bytes_per_task];
+                        let (plans, scratch) = (plans.clone(), scratch.clone());
+                        next[p as usize] = h.spawn(Placement::Any, &pre, move || {
+                            let ins: Vec<&[u8]> = ins
+                                .iter()
+                                .map(|f| f.get().expect("a precondition").as_deref())
+                                .collect::<Result<_, _>>()
+                                .map_err(Clone::clone)?;
+                            let mut out = vec![0; plans[gi].graph().output_bytes_per_task];
                             let w = tactor::current_worker().expect("tasks run on workers");
-                            // SAFETY: a task uses its worker's scratch slot alone (see above).
-                            let scratch = unsafe { scratch[gi].write(w) };
-                            let inputs = ins.iter().map(|f| {
-                                &f.try_get()
-                                    .expect("a precondition")
-                                    .expect("a dependency that failed poisons its dependents")[..]
-                            });
-                            if let Err(e) = super::run_inputs(plan, t, p, &mut out, scratch, inputs)
-                            {
-                                error.record(e);
-                            }
-                            out.into_boxed_slice()
+                            let mut scratch =
+                                scratch[gi][w].lock().unwrap_or_else(|p| p.into_inner());
+                            run_inputs(&plans[gi], t, p, &mut out, &mut scratch, ins.into_iter())
+                                .map(|()| out)
                         });
-                        now.push(f.event().clone());
-                        next[p as usize] = Some(f);
+                        now.push(next[p as usize].clone());
                     }
                     last[gi] = next;
                 }
                 if self.barrier {
-                    Event::merge(&now)
-                        .wait()
-                        .map_err(|e| RunError::Runtime(e.to_string()))?;
+                    now.iter().try_for_each(check)?;
                 }
                 all.append(&mut now);
             }
-            // Not every task has a dependent: wait for each.
-            all.iter()
-                .try_for_each(|e| e.wait().map_err(|e| RunError::Runtime(e.to_string())))
+            // Not every task has a dependent: look at each.
+            all.iter().try_for_each(check)
         })
     }
 }

@@ -12,6 +12,7 @@ mod parfor;
 mod remote;
 mod serial;
 pub mod slots;
+mod styles;
 mod tasks;
 pub mod team;
 

@@ -1,12 +1,12 @@
 //! `parfor`: seed 004's HPX `for_loop` structure. Each timestep is one parallel loop over the
-//! points of every graph ([`tactor::for_each`], grain 1: split only as far as workers are idle
-//! to take the pieces), and the step ends when the loop returns.
+//! points of every graph ([`tactor::for_each_mut`], grain 1: split only as far as workers are
+//! idle to take the pieces), and the step ends when the loop returns.
 
-use super::on_tactor::{self, ErrorSlot, Graph};
+use super::styles::{self, Buffers};
 use super::team::Pass;
-use super::{check_workers, footprint, RunConfig, RunError, System};
+use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
+use std::sync::Mutex;
 use taskbench_core::app::App;
-use taskbench_core::plan::Plan;
 
 /// A parallel loop per timestep.
 pub struct ParFor;
@@ -21,33 +21,32 @@ impl System for ParFor {
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
-        footprint::rows(app, 2, 2)
+        footprint::rows(app, 2, 1)
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, _) = on_tactor::start(cfg)?;
-        let (place, rank) = on_tactor::placement(cfg);
-        let graphs: Vec<Graph> = (app.graphs.iter())
-            .map(|g| Graph::new(Plan::new(g.clone()), place, rank))
-            .collect();
-        let steps = graphs.iter().map(|g| g.plan.graph().timesteps).max();
-        let error = ErrorSlot::new(None);
-        on_tactor::passes(&rt, &error, None, || {
-            for t in 0..steps.unwrap_or(0) {
-                let live: Vec<&Graph> = (graphs.iter())
-                    .filter(|g| t < g.plan.graph().timesteps)
+        let rt = styles::runtime(cfg.workers, cfg.pin)?;
+        let graphs = Mutex::new(Buffers::all(app));
+        let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
+        styles::passes(&rt, || {
+            let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
+            for t in 0..steps {
+                let mut points: Vec<_> = graphs
+                    .iter_mut()
+                    .flat_map(|g| {
+                        let (plan, points, prev) = g.step(t);
+                        points.into_iter().map(move |p| (plan, p, prev))
+                    })
                     .collect();
-                let width = live.iter().map(|g| g.plan.width(t) as usize).max();
-                tactor::for_each(0..live.len() * width.unwrap_or(0), 1, |i| {
-                    let (g, p) = (live[i % live.len()], (i / live.len()) as i64);
-                    if p < g.plan.width(t) {
-                        // SAFETY: within a timestep each point writes only its own slots and
-                        // reads the previous row, which nothing writes until the loop ended.
-                        unsafe { g.run_point(t, g.plan.offset(t) + p, &error) }
+                let error = Mutex::new(Ok(()));
+                tactor::for_each_mut(&mut points, 1, |_, (plan, (p, out, scratch), prev)| {
+                    if let Err(e) = run_task(plan, t, *p, out, scratch, |d| &prev[d as usize]) {
+                        *error.lock().unwrap_or_else(|p| p.into_inner()) = Err(e);
                     }
                 });
+                error.into_inner().unwrap_or_else(|p| p.into_inner())?;
             }
             Ok(())
         })
