@@ -357,8 +357,13 @@ pub fn quiet_on_closed_pipe(r: std::io::Result<()>) -> std::io::Result<Option<()
 /// The entry point of the `taskbench` binary.
 pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("metg") {
-        let code = match crate::metg::main(&args[1..]) {
+    let command = match args.first().map(String::as_str) {
+        Some("metg") => Some(crate::metg::main as fn(&[String]) -> anyhow::Result<()>),
+        Some("study") => Some(crate::study::main as fn(&[String]) -> anyhow::Result<()>),
+        _ => None,
+    };
+    if let Some(command) = command {
+        let code = match command(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 cluster::say(&format!("error: {e:#}"));

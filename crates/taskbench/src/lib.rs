@@ -17,4 +17,5 @@
 pub mod cli;
 pub mod cluster;
 pub mod metg;
+pub mod study;
 pub mod systems;

@@ -12,7 +12,7 @@ mod args;
 mod compare;
 mod load;
 mod noise;
-mod output;
+pub(crate) mod output;
 mod process;
 mod results;
 pub mod sweep;

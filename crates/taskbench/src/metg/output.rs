@@ -266,29 +266,35 @@ pub fn write_csv(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Our systems' colours, the same in every plot; other names get one of `OTHERS` chosen by a
-/// hash of the name, so a contender keeps its colour from plot to plot too.
-const FIXED: [(&str, RGBColor); 8] = [
+/// Our systems' colours, the same in every plot and each its own; other names get one of
+/// `OTHERS` (lighter, so an external never looks like one of ours) chosen by a hash of the
+/// name, so a contender keeps its colour from plot to plot too. A system on ranks (`S@R`)
+/// takes its system's colour and a dashed line.
+const FIXED: [(&str, RGBColor); 11] = [
     ("compiled", RGBColor(31, 119, 180)),
     ("tasks", RGBColor(214, 39, 40)),
     ("bsp", RGBColor(44, 160, 44)),
     ("serial", RGBColor(127, 127, 127)),
+    ("implicit", RGBColor(148, 103, 189)),
+    ("traced", RGBColor(255, 127, 14)),
+    ("auto", RGBColor(140, 86, 75)),
     ("forkjoin", RGBColor(0, 0, 0)),
-    ("parfor", RGBColor(102, 51, 0)),
-    ("futures", RGBColor(0, 102, 102)),
-    ("futures-barrier", RGBColor(153, 153, 255)),
+    ("parfor", RGBColor(188, 189, 34)),
+    ("futures", RGBColor(23, 190, 207)),
+    ("futures-barrier", RGBColor(227, 119, 194)),
 ];
 const OTHERS: [RGBColor; 6] = [
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(188, 189, 34),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 152, 150),
+    RGBColor(152, 223, 138),
+    RGBColor(197, 176, 213),
+    RGBColor(255, 187, 120),
+    RGBColor(196, 156, 148),
 ];
 
 /// The colour of the contender called `name`.
 pub fn color_of(name: &str) -> RGBColor {
+    let name = name.split_once('@').map_or(name, |(base, _)| base);
     if let Some((_, c)) = FIXED.iter().find(|(n, _)| *n == name) {
         return *c;
     }
@@ -403,13 +409,21 @@ where
             (Some(m), true) => format!("{} (METG {} µs, noisy)", o.name, micros(m)),
             (None, _) => format!("{} (METG undefined)", o.name),
         };
-        chart
-            .draw_series(LineSeries::new(xy.clone(), color.stroke_width(2)))
-            .map_err(err)?
-            .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        // On ranks: dashed, and a legend of two strokes with a gap.
+        let ranks = o.name.contains('@');
+        let drawn = if ranks {
+            let dashes = DashedLineSeries::new(xy.clone(), 8, 5, color.stroke_width(2));
+            chart.draw_series(dashes).map_err(err)?
+        } else {
+            let line = LineSeries::new(xy.clone(), color.stroke_width(2));
+            chart.draw_series(line).map_err(err)?
+        };
+        let gap = if ranks { 5 } else { 0 };
+        drawn.label(label).legend(move |(x, y)| {
+            EmptyElement::at((x, y))
+                + PathElement::new(vec![(0, 0), (8, 0)], color.stroke_width(2))
+                + PathElement::new(vec![(8 + gap, 0), (20, 0)], color.stroke_width(2))
+        });
         chart
             .draw_series(
                 xy.iter()
@@ -456,7 +470,7 @@ where
 }
 
 /// Registers a TrueType font for the PNG backend, from the usual system locations.
-fn register_font() -> bool {
+pub(crate) fn register_font() -> bool {
     use std::sync::OnceLock;
     static DONE: OnceLock<bool> = OnceLock::new();
     *DONE.get_or_init(|| {
