@@ -67,19 +67,22 @@ fn every_figure_is_measured_and_written() {
         assert_eq!(rows.len(), points * systems, "figure {fig}:\n{csv}");
         for row in &rows {
             let cols: Vec<&str> = row.split(',').collect();
-            let (metg, vs_first) = (cols[4], cols[6]);
+            let (metg, vs_first, note) = (cols[4], cols[6], cols[7..].join(","));
             if [3, 4].contains(&fig) {
                 let v: f64 = vs_first
                     .parse()
                     .unwrap_or_else(|_| panic!("figure {fig}: {row}"));
                 assert!(v > 0.0, "{row}");
-            } else if !row.contains("serial") {
-                // Serial may have no METG on one core's share; the others must.
-                assert!(
-                    metg.parse::<f64>().is_ok_and(|m| m > 0.0),
-                    "figure {fig}: {row}"
-                );
+            } else {
+                // A METG, or the reason there is none (a one-worker contender on two cores
+                // may never reach half the machine's peak).
+                let has_metg = metg.parse::<f64>().is_ok_and(|m| m > 0.0);
+                assert!(has_metg || !note.is_empty(), "figure {fig}: {row}");
             }
+        }
+        if ![3, 4].contains(&fig) {
+            let forkjoin = rows.iter().filter(|r| r.contains(",forkjoin,"));
+            assert!(forkjoin.clone().count() == points, "figure {fig}:\n{csv}");
         }
         let json = std::fs::read_to_string(out.join(format!("fig{fig}.json"))).unwrap();
         assert!(json.contains("\"rows\""), "{json}");

@@ -156,49 +156,54 @@ pub fn plan(a: &StudyArgs, cores: usize) -> Result<Vec<Figure>, Usage> {
                     points,
                 }
             }
-            3 => {
-                let points = a.imbalance.iter().map(|&f| Point {
-                    x: f,
-                    label: format!("imbalance {f}"),
-                    dir: format!("i{f}"),
-                    metg: one_size(&all_ext, a.iter),
-                    graph: words(&format!(
-                        "-steps {} -width {per_core_16} -type stencil_1d -kernel load_imbalance -imbalance {f}",
-                        a.fixed_steps
-                    )),
-                    iter: Some(a.iter),
-                });
-                Figure {
-                    number: 3,
-                    title: "load_imbalance, stencil_1d, 16 points per core",
-                    x_label: "imbalance factor",
-                    metric: Metric::AtSize,
-                    points: points.collect(),
-                }
-            }
+            3 => Figure {
+                number: 3,
+                title: "load_imbalance, stencil_1d, 16 points per core",
+                x_label: "imbalance factor",
+                metric: Metric::AtSize,
+                points: (a.imbalance.iter())
+                    .map(|&f| {
+                        let graph =
+                            format!("-type stencil_1d -kernel load_imbalance -imbalance {f}");
+                        one_size(
+                            a,
+                            per_core_16,
+                            &all_ext,
+                            f,
+                            format!("imbalance {f}"),
+                            format!("i{f}"),
+                            &graph,
+                        )
+                    })
+                    .collect(),
+            },
             4 => {
                 if let Some(r) = a.radix.iter().find(|&&r| r as usize > per_core_16) {
                     return Err(Usage(format!(
                         "Invalid option \"--radix {r}\": figure 4's width is {per_core_16} (16 per core) and a point cannot depend on more"
                     )));
                 }
-                let points = a.radix.iter().map(|&r| Point {
-                    x: f64::from(r),
-                    label: format!("{r} dependencies"),
-                    dir: format!("d{r}"),
-                    metg: one_size(&all_ext, a.iter),
-                    graph: words(&format!(
-                        "-steps {} -width {per_core_16} -type spread -radix {r} -output 1024 -kernel compute_bound",
-                        a.fixed_steps
-                    )),
-                    iter: Some(a.iter),
-                });
                 Figure {
                     number: 4,
                     title: "spread, 1 KiB outputs, 16 points per core",
                     x_label: "dependencies per point",
                     metric: Metric::AtSize,
-                    points: points.collect(),
+                    points: (a.radix.iter())
+                        .map(|&r| {
+                            let graph = format!(
+                                "-type spread -radix {r} -output 1024 -kernel compute_bound"
+                            );
+                            one_size(
+                                a,
+                                per_core_16,
+                                &all_ext,
+                                f64::from(r),
+                                format!("{r} dependencies"),
+                                format!("d{r}"),
+                                &graph,
+                            )
+                        })
+                        .collect(),
                 }
             }
             _ => unreachable!("clap keeps --figures within 1..=5"),
@@ -208,9 +213,28 @@ pub fn plan(a: &StudyArgs, cores: usize) -> Result<Vec<Figure>, Usage> {
     Ok(figures)
 }
 
-/// Options for a comparison at the one size `iter`.
-fn one_size(common: &[String], iter: i64) -> Vec<String> {
-    let mut v = common.to_vec();
-    v.extend(words(&format!("--max-iter {iter} --min-iter {iter}")));
-    v
+/// A point of a one-size figure: `width` points (16 per core) of `graph` (type and kernel flags) at
+/// `a.iter` iterations, `a.fixed_steps` timesteps.
+fn one_size(
+    a: &StudyArgs,
+    width: usize,
+    common: &[String],
+    x: f64,
+    label: String,
+    dir: String,
+    graph: &str,
+) -> Point {
+    let mut metg = common.to_vec();
+    metg.extend(words(&format!("--max-iter {0} --min-iter {0}", a.iter)));
+    Point {
+        x,
+        label,
+        dir,
+        metg,
+        graph: words(&format!(
+            "-steps {} -width {} {graph}",
+            a.fixed_steps, width
+        )),
+        iter: Some(a.iter),
+    }
 }

@@ -195,7 +195,12 @@ fn gather(
                     (None, at_size.and_then(|p| p["efficiency"].as_f64()), vs)
                 }
             };
-            let note = (metg_us.is_none() && efficiency.is_none()).then(|| {
+            // The figure's value missing: say why (METG undefined, or the contender failed).
+            let missing = match fig.metric {
+                Metric::Metg => metg_us.is_none(),
+                Metric::AtSize => vs_first.is_none(),
+            };
+            let note = missing.then(|| {
                 let why = s["error"].as_str().or(s["metg_undefined"].as_str());
                 why.unwrap_or("no result").to_string()
             });
