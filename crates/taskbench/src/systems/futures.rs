@@ -104,8 +104,8 @@ impl System for Futures {
                     now.iter().try_for_each(check)?;
                 }
                 all.extend(now);
-                // Let go of what has ended: a value held to the end would grow the heap with
-                // every timestep (its pages' first touch cost a fifth of the run).
+                // Let go of what has ended: held to the end of the pass, every value of the
+                // pass would stay in memory.
                 while all
                     .front()
                     .is_some_and(|f: &Output| f.event().has_triggered())
