@@ -72,7 +72,7 @@ impl Failure {
     /// The same failure, printed by one rank only: every rank of a job parses the same
     /// command line, and one line is enough.
     fn once(mut self) -> Failure {
-        if cluster::launcher_rank().is_some_and(|r| r != 0) {
+        if tactor_cli::args::other_rank() {
             self.message.clear();
         }
         self
@@ -281,13 +281,12 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
     };
     // Help, version and the list are the same on every rank of a job: rank 0 prints them.
     let mut sink = std::io::sink();
-    let out: &mut dyn Write = if cluster::launcher_rank().is_some_and(|r| r != 0)
-        && args.first().map(String::as_str) != Some(JOB_FLAG)
-    {
-        &mut sink
-    } else {
-        out
-    };
+    let out: &mut dyn Write =
+        if tactor_cli::args::other_rank() && args.first().map(String::as_str) != Some(JOB_FLAG) {
+            &mut sink
+        } else {
+            out
+        };
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return quiet_on_closed_pipe(out.write_all(help().as_bytes()))
             .map(|_| ())
@@ -381,7 +380,7 @@ pub fn main() -> ExitCode {
         };
     }
     // A scheduler's SIGTERM or a hang-up ends a run with one line (from rank 0 of a job).
-    let quiet = cluster::launcher_rank().is_some_and(|r| r != 0);
+    let quiet = tactor_cli::args::other_rank();
     if let Err(e) = tactor_cli::signals::exit_on_termination("taskbench", quiet) {
         cluster::say(&format!("error: could not handle termination signals: {e}"));
         return ExitCode::FAILURE;
@@ -392,7 +391,7 @@ pub fn main() -> ExitCode {
         Err(f) => {
             if !f.message.is_empty() {
                 cluster::say(&format!("error: {}", f.message));
-            } else if cluster::launcher_rank().is_some_and(|r| r != 0) {
+            } else if tactor_cli::args::other_rank() {
                 // Rank 0 prints the line every rank found (`Failure::once`); a launcher ends
                 // the job at the first rank that exits, so the others give it time to print.
                 std::thread::sleep(std::time::Duration::from_secs(2));
