@@ -319,3 +319,55 @@ fn sigterm_and_sighup_end_a_run_with_one_line() {
         );
     }
 }
+
+/// Every reference vector's display, byte for byte, and a report, from every system in one
+/// process (the vectors' flags are on their first line).
+#[test]
+fn every_system_prints_every_vectors_reference_display() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../taskbench-core/tests/vectors"
+    );
+    let (_, list, _) = taskbench(&["--list"]);
+    let systems: Vec<&str> = list
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(systems.len() >= 11, "{list}");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let Some(flags) = text.lines().next().and_then(|l| l.split_once("for: ")) else {
+            continue;
+        };
+        let expected: String = text
+            .lines()
+            .skip_while(|l| !l.starts_with("Running"))
+            .take_while(|l| !l.starts_with("# exit"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        if expected.is_empty() {
+            continue;
+        }
+        for system in &systems {
+            let mut args: Vec<&str> = flags.1.split_whitespace().collect();
+            args.extend(["-system", system, "-worker", "2"]);
+            let (code, out, err) = taskbench(&args);
+            assert_eq!(code, 0, "{system} {}: {err}", path.display());
+            assert!(
+                out.starts_with(&expected),
+                "{system} {}: display differs",
+                path.display()
+            );
+            assert!(
+                out[expected.len()..].starts_with("Total Tasks "),
+                "{system} {}",
+                path.display()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} vectors");
+}
