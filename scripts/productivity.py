@@ -6,10 +6,11 @@ and the seed's own figures.
 Lines of code: non-blank lines that are not only a comment, tests excluded (a `#[cfg(test)]`
 module to the end of its file). A system counts its own module (file or folder) and, once each,
 the helper modules of `taskbench::systems` it reaches through `super::`/`crate::` paths, followed
-transitively, and `cluster.rs` (its share of the rank code) when it reaches it. Not counted, as
+transitively. Not counted, as
 the reference's `core/` is not: `taskbench-core` (graphs, kernels, validation) and the harness
 every system implements (`systems/mod.rs`: the `System` trait, `RunConfig`, `RunError`,
-`check_workers`, `footprint`, the task body helpers; `team::Pass`, the result type).
+`check_workers`, `footprint`, the task body helpers; `team::Pass`, the result type), nor the
+fault injection that tests use (`faults.rs`). The rank code is the runtime's (`tactor::job`).
 
 Library constructs: distinct items of `tactor`/`tactor_comm` the counted files use — names reached
 by path or `use`, and methods of those crates' public types called by name (a method name that
@@ -95,19 +96,15 @@ def code_lines(path):
 
 
 def helpers(text):
-    """Sibling modules of systems/ (and cluster.rs) this code reaches, with the items taken."""
+    """Sibling modules of systems/ this code reaches, with the items taken."""
     found = {}
     for m in re.finditer(r"\b(?:super|crate::systems)::(\w+)(?:::(\{[^}]*\}|\w+))?", text):
         mod, items = m.group(1), m.group(2) or ""
         found.setdefault(mod, set()).update(re.findall(r"\w+", items))
-    for m in re.finditer(r"\bcrate::cluster\b", text):
-        found.setdefault("cluster", set()).add("*")
     return found
 
 
 def module_file(mod):
-    if mod == "cluster":
-        return [os.path.join(ROOT, "crates", "taskbench", "src", "cluster.rs")]
     for entry in (mod + ".rs", mod):
         if os.path.exists(os.path.join(SYSTEMS, entry)):
             return files_of(entry)

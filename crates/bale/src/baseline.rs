@@ -4,7 +4,8 @@
 //! destination, exchange them all, process, repeat; in one process or over ranks).
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
+use tactor::job::{Job, OpenPort};
 
 /// Bytes per destination buffer in a phase (as the selector's aggregation buffers).
 pub const CAPACITY: usize = tactor::actor::BUFFER_BYTES;
@@ -24,13 +25,101 @@ pub struct Exstack<T> {
     net: Option<Net>,
 }
 
-/// The other ranks of an exchange.
+/// The other ranks of an exchange: its own port of the job, whose handler files each parcel
+/// with the PE of this rank it is for, until that PE takes it.
 struct Net {
-    cluster: std::sync::Arc<crate::net::Cluster>,
-    /// This exchange among the job's (parcels of several exchanges share the port).
-    id: u32,
+    job: Arc<Job>,
+    port: u16,
     /// Per PE of this rank, its phase.
     phases: Vec<AtomicU32>,
+    parcels: Arc<Vec<Mutex<Vec<Parcel>>>>,
+    _open: OpenPort,
+}
+
+/// Bytes before a parcel's data: its phase, source PE, and the destination's local index
+/// with the "more" flag in its top bit.
+const PARCEL_HEADER: usize = 12;
+
+/// Exchanges begun in this process, numbering their ports: every rank begins them in the
+/// same order.
+static EXCHANGES: AtomicU32 = AtomicU32::new(0);
+
+/// A parcel that arrived for a PE of this rank: its data is the message after
+/// [`PARCEL_HEADER`] bytes.
+struct Parcel {
+    phase: u32,
+    more: bool,
+    message: Vec<u8>,
+}
+
+impl Net {
+    fn open(job: &Arc<Job>, local: usize) -> Net {
+        let n = EXCHANGES.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_add(tactor::job::FIRST_PORT))
+            .expect("fewer than 65 000 exchanges in one run");
+        let parcels: Arc<Vec<Mutex<Vec<Parcel>>>> =
+            Arc::new((0..local).map(|_| Mutex::default()).collect());
+        let file = parcels.clone();
+        let open = job
+            .open_port(
+                port,
+                Arc::new(move |m| {
+                    let word = |i: usize| {
+                        u32::from_le_bytes(m.data[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+                    };
+                    let (phase, to) = (word(0), word(2));
+                    let parcel = Parcel {
+                        phase,
+                        more: to >> 31 == 1,
+                        message: m.data,
+                    };
+                    file[(to & !(1 << 31)) as usize]
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(parcel);
+                }),
+            )
+            .expect("each exchange has a port of its own");
+        Net {
+            job: job.clone(),
+            port,
+            phases: (0..local).map(|_| AtomicU32::new(0)).collect(),
+            parcels,
+            _open: open,
+        }
+    }
+
+    /// Sends a parcel of `data` to PE `local` of `rank`, from PE `from` in `phase`.
+    fn send(&self, rank: usize, local: usize, (phase, from, more): (u32, u32, bool), data: &[u8]) {
+        let mut bytes = tactor_comm::buffer(PARCEL_HEADER + data.len());
+        for w in [phase, from, local as u32 | u32::from(more) << 31] {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+        bytes.extend_from_slice(data);
+        // The destination's channel, which it polls while it waits for its parcels.
+        self.job.send(local, rank, self.port, bytes);
+    }
+
+    /// Polls the network once for PE `l` of this rank, then hands `take(more, data)` each
+    /// parcel of `phase` that arrived for it. Returns how many it took.
+    fn take(&self, l: usize, phase: u32, take: &mut dyn FnMut(bool, &[u8])) -> usize {
+        self.job
+            .progress_channel(l % self.job.channels(), 64, &mut Some);
+        let mut mine = self.parcels[l]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let before = mine.len();
+        mine.retain(|p| {
+            let now = p.phase == phase;
+            if now {
+                take(p.more, &p.message[PARCEL_HEADER..]);
+            }
+            !now
+        });
+        before - mine.len()
+    }
 }
 
 /// A sense-reversing barrier that spins (yielding after a while): bale's PEs each own a core,
@@ -76,11 +165,7 @@ impl<T: bytemuck::Pod + Send> Exstack<T> {
     /// the same order.
     pub fn new(pes: &crate::apps::Pes) -> Exstack<T> {
         let local = pes.mine().len();
-        let net = pes.cluster().map(|c| Net {
-            id: c.exchange_id(),
-            cluster: c.clone(),
-            phases: (0..local).map(|_| AtomicU32::new(0)).collect(),
-        });
+        let net = pes.job().map(|job| Net::open(job, local));
         Exstack {
             pes: pes.count(),
             first: pes.mine().start,
@@ -97,7 +182,7 @@ impl<T: bytemuck::Pod + Send> Exstack<T> {
     /// ranks, where a buffer for another rank travels whole in one eager message.
     pub fn capacity(&self) -> usize {
         let bytes = match self.net {
-            Some(_) => CAPACITY.min(tactor_comm::INLINE_LIMIT - crate::net::PARCEL_HEADER),
+            Some(_) => CAPACITY.min(tactor_comm::INLINE_LIMIT - PARCEL_HEADER),
             None => CAPACITY,
         };
         (bytes / std::mem::size_of::<T>().max(1)).max(1)
@@ -121,9 +206,8 @@ impl<T: bytemuck::Pod + Send> Exstack<T> {
                         .as_ref()
                         .expect("a PE of another rank means a network");
                     let phase = net.phases[l].load(Ordering::Relaxed);
-                    let head = [net.id, phase, me as u32, u32::from(more)];
-                    net.cluster
-                        .send_parcel(d / local, d % local, head, bytemuck::cast_slice(buf));
+                    let head = (phase, me as u32, more);
+                    net.send(d / local, d % local, head, bytemuck::cast_slice(buf));
                     buf.clear();
                 }
             }
@@ -142,12 +226,10 @@ impl<T: bytemuck::Pod + Send> Exstack<T> {
             let phase = net.phases[l].fetch_add(1, Ordering::Relaxed);
             let (mut missing, mut idle) = (self.pes - local, 0u32);
             while missing > 0 {
-                let took = net
-                    .cluster
-                    .take_parcels(l, net.id, phase, &mut |more, data| {
-                        any |= more;
-                        crate::net::extend_from_bytes(inbox, data);
-                    });
+                let took = net.take(l, phase, &mut |more, data| {
+                    any |= more;
+                    crate::apps::extend_from_bytes(inbox, data);
+                });
                 missing -= took;
                 // Spin while the others are near; give the core up when they are not (more
                 // PEs than cores).

@@ -10,5 +10,4 @@ pub mod apps;
 pub mod baseline;
 pub mod matrix;
 pub mod memory;
-pub mod net;
 pub mod rng;

@@ -7,10 +7,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use bale::apps::{
     self, histogram, index_gather, randperm, reshape, toposort, triangles, Outcome, Pes,
 };
-use bale::net::Cluster;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use std::sync::Arc;
+use tactor::job::Job;
 
 #[derive(Parser)]
 #[command(
@@ -161,52 +161,89 @@ fn runtime(pes: usize) -> Result<tactor::Runtime, String> {
         .map_err(|e| format!("could not start {pes} PEs: {e}"))
 }
 
-/// This process's PEs, and the job's other ranks when a launcher started several.
-struct Job {
-    rt: tactor::Runtime,
-    cluster: Option<Arc<Cluster>>,
+/// The PEs this process runs (`--pes`, or the cores it may use).
+fn pes_of(c: &Common) -> usize {
+    c.pes.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |p| p as usize,
+    )
 }
 
-impl Job {
-    /// Starts the PEs and joins the job; on several ranks only the selector versions run.
-    fn start(c: &Common, model: Model, mailboxes: usize) -> Result<Job, String> {
-        let pes = c.pes.map_or_else(
-            || std::thread::available_parallelism().map_or(1, |n| n.get()),
-            |p| p as usize,
-        );
-        // The job first: MPI starts before this process has threads of its own.
-        let cluster = Cluster::join(pes)?;
-        let all = pes.saturating_mul(
-            cluster
-                .as_ref()
-                .map_or(1, |c| tactor::actor::Link::ranks(c.as_ref())),
-        );
+impl App {
+    fn common(&self) -> &Common {
+        match self {
+            App::Histogram { common, .. }
+            | App::Ig { common, .. }
+            | App::Randperm { common, .. } => common,
+            App::Transpose { matrix }
+            | App::Permute { matrix }
+            | App::Toposort { matrix, .. }
+            | App::Triangles { matrix, .. } => &matrix.common,
+        }
+    }
+}
+
+/// Joins the job when a launcher started several ranks, before this process has threads of
+/// its own (MPI starts first); `None` on its own. Ranks started with other arguments are
+/// refused, one line naming the first difference. The error is empty on a rank that is not
+/// the one to print it.
+fn join(pes: usize) -> Result<Option<Arc<Job>>, String> {
+    let Some((_, rank)) = tactor_comm::launcher::job().filter(|&(n, _)| n > 1) else {
+        return Ok(None);
+    };
+    tactor_cli::signals::silent_unless_ok(|| Job::builder().program("bale").channels(pes).join())
+        .map(Some)
+        .map_err(|e| {
+            if e.speaks(rank) {
+                e.to_string()
+            } else {
+                String::new()
+            }
+        })
+}
+
+/// This process's PEs, and the job's other ranks when a launcher started several.
+struct Run {
+    rt: tactor::Runtime,
+    job: Option<Arc<Job>>,
+}
+
+impl Run {
+    /// Starts the PEs; on several ranks only the selector versions run.
+    fn start(
+        c: &Common,
+        job: Option<&Arc<Job>>,
+        model: Model,
+        mailboxes: usize,
+    ) -> Result<Run, String> {
+        let pes = pes_of(c);
+        let all = pes.saturating_mul(job.map_or(1, |j| j.ranks()));
         bale::memory::check_selector(mailboxes, all, pes)?;
-        if cluster.is_some() && model == Model::Lambda {
+        if job.is_some() && model == Model::Lambda {
             return Err(
                 "--model lambda runs in one process (without mpirun): closures do not cross ranks"
                     .into(),
             );
         }
-        Ok(Job {
+        Ok(Run {
             rt: runtime(pes)?,
-            cluster,
+            job: job.cloned(),
         })
     }
 
     fn pes(&self) -> Pes<'_> {
-        Pes::new(&self.rt, self.cluster.as_ref())
+        Pes::new(&self.rt, self.job.as_ref())
     }
 
     /// On several ranks the AGP model is the selector version unbatched (one message per
     /// remote operation through the communication layer); `None` in one process, where it
     /// is an atomic or a read of the owner's memory.
     fn agp_on_ranks(&self) -> Option<Pes<'_>> {
-        self.cluster.is_some().then(|| self.pes().unbatched())
+        self.job.is_some().then(|| self.pes().unbatched())
     }
 }
 
-fn run(cli: Cli) -> Result<(Outcome, bool), String> {
+fn run(cli: Cli, net: Option<&Arc<Job>>) -> Result<(Outcome, bool), String> {
     match cli.app {
         App::Histogram {
             updates,
@@ -214,7 +251,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             model,
             common,
         } => {
-            let job = Job::start(&common, model, 1)?;
+            let job = Run::start(&common, net, model, 1)?;
             let p = histogram::Params {
                 updates,
                 table,
@@ -245,7 +282,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             if model == Model::Lambda {
                 return Err("--model lambda: ig has no lambda version (histogram has)".into());
             }
-            let job = Job::start(&common, model, 2)?;
+            let job = Run::start(&common, net, model, 2)?;
             let o = match model {
                 Model::Agp => match job.agp_on_ranks() {
                     Some(pes) => index_gather::selector(&pes, &p)?,
@@ -256,14 +293,14 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             };
             Ok((o, common.json))
         }
-        App::Transpose { matrix } => reshape_app(&matrix, |_| reshape::Op::Transpose),
+        App::Transpose { matrix } => reshape_app(&matrix, net, |_| reshape::Op::Transpose),
         App::Permute { matrix } => {
             let seed = matrix.common.seed;
-            reshape_app(&matrix, |m| reshape::Op::random_permutation(m, seed))
+            reshape_app(&matrix, net, |m| reshape::Op::random_permutation(m, seed))
         }
         App::Toposort { matrix: a } => {
             refuse_lambda(a.model)?;
-            let job = Job::start(&a.common, a.model, 4)?;
+            let job = Run::start(&a.common, net, a.model, 4)?;
             let pes = job.pes();
             let m = match &a.file {
                 Some(f) => bale::matrix::mm::read(f)?,
@@ -282,7 +319,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
             kronecker,
         } => {
             refuse_lambda(a.model)?;
-            let job = Job::start(&a.common, a.model, 2)?;
+            let job = Run::start(&a.common, net, a.model, 2)?;
             let pes = job.pes();
             let (l, known) = match &kronecker {
                 Some(k) => {
@@ -316,7 +353,7 @@ fn run(cli: Cli) -> Result<(Outcome, bool), String> {
                 seed: common.seed,
             };
             refuse_lambda(model)?;
-            let job = Job::start(&common, model, 2)?;
+            let job = Run::start(&common, net, model, 2)?;
             let o = match (model, job.agp_on_ranks()) {
                 (Model::Agp, None) => randperm::agp(&job.rt, &p)?,
                 (Model::Agp, Some(unbatched)) => randperm::selector(&unbatched, &p)?,
@@ -369,10 +406,11 @@ fn toposort_input(a: &MatrixArgs, pes: usize) -> Result<bale::matrix::Matrix, St
 /// Transpose or permute: the input, then the model.
 fn reshape_app(
     a: &MatrixArgs,
+    net: Option<&Arc<Job>>,
     op: impl FnOnce(&bale::matrix::Matrix) -> reshape::Op,
 ) -> Result<(Outcome, bool), String> {
     refuse_lambda(a.model)?;
-    let job = Job::start(&a.common, a.model, 1)?;
+    let job = Run::start(&a.common, net, a.model, 1)?;
     let pes = job.pes();
     let m = input(a, pes.count())?;
     let op = op(&m);
@@ -395,10 +433,22 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let cli: Cli = tactor_cli::args::parse();
+    let net = join(pes_of(cli.app.common()));
     // Every rank decides the arguments and the input alike, so their errors are rank 0's
     // too; a check that failed is reported by the lowest rank it failed on, named
     // (`Pes::timed`), and the others exit quietly.
-    let code = match run(cli) {
+    let result = net.and_then(|net| {
+        run(cli, net.as_ref()).map_err(|e| match &net {
+            // This rank's own failure (perhaps every rank's: bad input): the job says it
+            // once and tells the others, which would otherwise wait for this one.
+            Some(job) if !e.is_empty() && !e.starts_with(apps::RANK_ERROR) => {
+                job.fail(&e);
+                String::new()
+            }
+            _ => e,
+        })
+    });
+    let code = match result {
         Ok((o, json)) => {
             if !other_rank {
                 if json {
@@ -413,8 +463,9 @@ fn main() -> ExitCode {
             if !e.is_empty() && (!other_rank || e.starts_with(apps::RANK_ERROR)) {
                 tactor_cli::say!("error: {e}");
             } else if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
+                tactor_cli::signals::silence();
                 // A launcher ends the job at the first rank that exits: give the rank that
-                // reports time to print.
+                // reports to print.
                 std::thread::sleep(std::time::Duration::from_secs(2));
             }
             ExitCode::FAILURE

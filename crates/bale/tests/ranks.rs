@@ -184,3 +184,66 @@ fn a_check_that_fails_on_one_rank_fails_the_job_named_by_that_rank() {
         assert!(out.stdout.is_empty(), "no report after a failed check");
     }
 }
+
+/// `bale` with each rank started apart (MPMD), in its own directory with its own arguments.
+fn mpirun_apart(ranks: &[(&std::path::Path, &str)]) -> Output {
+    let mut c = Command::new("mpirun");
+    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .arg("--oversubscribe");
+    for (i, (dir, args)) in ranks.iter().enumerate() {
+        if i > 0 {
+            c.arg(":");
+        }
+        c.args(["-np", "1", "-wdir"])
+            .arg(dir)
+            .arg(env!("CARGO_BIN_EXE_bale"))
+            .args(args.split_whitespace());
+    }
+    let out = c.output().expect("mpirun");
+    let _ = std::fs::remove_dir_all(session);
+    out
+}
+
+/// A failure on one rank only — its input file missing on its host, its own arguments — ends
+/// every rank with one line naming that rank (it used to hang in the app's barrier).
+#[test]
+fn a_failure_on_one_rank_ends_every_rank_named_once() {
+    let here = std::env::temp_dir().join(format!("bale-apart-{}", std::process::id()));
+    let empty = here.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(
+        here.join("k4.mm"),
+        "%%MatrixMarket matrix coordinate pattern general\n4 4 6\n2 1\n3 1\n3 2\n4 1\n4 2\n4 3\n",
+    )
+    .unwrap();
+    let t = "triangles -f k4.mm --pes 1";
+    let cases: [(&std::path::Path, &str, &str); 4] = [
+        (&empty, t, "rank 1: k4.mm: No such file"),
+        (
+            &here,
+            "transpose -f k4.mm --pes 1",
+            "rank 1 runs with `transpose`",
+        ),
+        (
+            &here,
+            "triangles -f k4.mm --pes 2",
+            "rank 1 runs with `--pes 2`",
+        ),
+        (
+            &here,
+            "triangles -f k4.mm --pes 1 --bogus",
+            "rank 1: unexpected argument '--bogus'",
+        ),
+    ];
+    for (dir, second, want) in cases {
+        let out = mpirun_apart(&[(&here, t), (dir, second)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{second}: {err}");
+        assert_eq!(err.matches("error: ").count(), 1, "{second}: {err}");
+        assert!(err.contains(want), "{second}: {err}");
+        assert!(!err.contains("stopped by"), "{second}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(here);
+}

@@ -8,6 +8,28 @@ pub fn other_rank() -> bool {
     tactor_comm::launcher::job().is_some_and(|(n, r)| n > 1 && r > 0)
 }
 
+/// A rank of a launcher's job whose own command line is wrong (`cause`, one line without
+/// `error: `) still joins the job to say so, so that every rank ends at once instead of
+/// waiting for it: returns what this rank prints after `error: ` — the cause itself from rank
+/// 0 when every rank found the same, `rank R: cause` from the rank that alone found it —
+/// or `None` where another rank prints. On its own, a process prints its cause.
+///
+/// ```
+/// // Not under a launcher here: the cause, as it is.
+/// if tactor_comm::launcher::job().is_none() {
+///     assert_eq!(tactor_cli::args::bad_args_line("-x: no such flag").as_deref(), Some("-x: no such flag"));
+/// }
+/// ```
+pub fn bad_args_line(cause: &str) -> Option<String> {
+    let Some((_, rank)) = tactor_comm::launcher::job().filter(|&(n, _)| n > 1) else {
+        return Some(cause.to_string());
+    };
+    match crate::signals::silent_unless_ok(|| tactor::job::Job::builder().failed(cause).join()) {
+        Err(e) if e.speaks(rank) => Some(e.to_string()),
+        _ => None,
+    }
+}
+
 /// The first paragraph of a clap error as one line, `error: ` included: what was wrong and,
 /// for a missing argument, which.
 ///
@@ -42,14 +64,14 @@ pub fn one_line(e: &clap::Error) -> String {
 }
 
 /// Parses this process's arguments as `P`. Help and version go to stdout from rank 0 alone
-/// (exit 0); an error is one line on stderr from rank 0 alone (exit 2). The other ranks wait
-/// a moment before exiting, so that a launcher that ends the job at the first exit lets rank
-/// 0 print.
+/// (exit 0); an error is one line on stderr, once per job ([`bad_args_line`]; exit 2). The
+/// ranks that do not print wait a moment before exiting, so that a launcher that ends the job
+/// at the first exit lets the one that does print.
 pub fn parse<P: clap::Parser>() -> P {
     match P::try_parse() {
         Ok(p) => p,
         Err(e) => {
-            let quiet = other_rank();
+            let mut quiet = other_rank();
             let code = match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     if !quiet {
@@ -71,8 +93,14 @@ pub fn parse<P: clap::Parser>() -> P {
                     2
                 }
                 _ => {
-                    if !quiet {
-                        crate::say!("{}", one_line(&e));
+                    let line = one_line(&e);
+                    let cause = line.strip_prefix("error: ").unwrap_or(&line);
+                    match bad_args_line(cause) {
+                        Some(line) => {
+                            crate::say!("error: {line}");
+                            quiet = false;
+                        }
+                        None => quiet = true,
                     }
                     2
                 }
@@ -82,6 +110,7 @@ pub fn parse<P: clap::Parser>() -> P {
                 std::process::exit(1);
             }
             if quiet && code != 0 {
+                crate::signals::silence();
                 std::thread::sleep(std::time::Duration::from_secs(1));
             }
             std::process::exit(code)

@@ -51,6 +51,38 @@ pub fn on_termination(mut on_signal: impl FnMut(i32) + Send + 'static) -> std::i
     Ok(())
 }
 
+/// Set once this process has nothing more to say: it is ending quietly because another rank
+/// failed and reports it, and the launcher's signal that ends it is no news to the user.
+static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, a terminating signal ends the process without a line (see
+/// [`exit_on_termination`]): the process is about to exit quietly because another rank
+/// reports the job's failure, and the launcher may end it first.
+///
+/// ```
+/// tactor_cli::signals::silence();
+/// ```
+pub fn silence() {
+    SILENT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Runs `join` (a rank joining its job) with terminating signals silenced, and speaks again
+/// only if it worked: a join that fails ends every rank at once, and the launcher may stop
+/// this rank while another prints why.
+///
+/// ```
+/// let r: Result<u8, ()> = tactor_cli::signals::silent_unless_ok(|| Ok(1));
+/// assert_eq!(r, Ok(1));
+/// ```
+pub fn silent_unless_ok<T, E>(join: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    let before = SILENT.swap(true, std::sync::atomic::Ordering::Relaxed);
+    let r = join();
+    if r.is_ok() {
+        SILENT.store(before, std::sync::atomic::Ordering::Relaxed);
+    }
+    r
+}
+
 /// Makes each terminating signal end the process with `program: stopped by SIGTERM` on
 /// stderr (unless `quiet`: another rank of the job says it) and exit status `128 + signal`,
 /// as a shell reports a process the signal killed. No thread is started.
@@ -76,8 +108,11 @@ pub fn exit_on_termination(program: &str, quiet: bool) -> std::io::Result<()> {
         let action = move || {
             // SAFETY: write(2) and _exit(2) are async-signal-safe; `line` is leaked, so it
             // lives for the rest of the process.
+            // An atomic load is async-signal-safe too.
             unsafe {
-                libc::write(2, line.as_ptr().cast(), line.len());
+                if !SILENT.load(std::sync::atomic::Ordering::Relaxed) {
+                    libc::write(2, line.as_ptr().cast(), line.len());
+                }
                 libc::_exit(128 + sig);
             }
         };

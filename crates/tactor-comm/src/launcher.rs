@@ -25,6 +25,32 @@ pub fn job() -> Option<(usize, usize)> {
         .filter(|&(size, rank)| size > 0 && rank < size)
 }
 
+/// Ranks of this job on this machine, as the launcher announces them (1 on its own).
+///
+/// ```
+/// assert!(tactor_comm::launcher::local_ranks() >= 1);
+/// ```
+pub fn local_ranks() -> usize {
+    launcher_count(&["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"])
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
+/// This process's place among the ranks of its job on this machine (0 on its own).
+///
+/// ```
+/// assert!(tactor_comm::launcher::local_rank() < tactor_comm::launcher::local_ranks());
+/// ```
+pub fn local_rank() -> usize {
+    launcher_count(&["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"]).unwrap_or(0)
+}
+
+/// The first of these launcher variables (Open MPI's, then MPICH's) that holds a count.
+fn launcher_count(vars: &[&str]) -> Option<usize> {
+    vars.iter()
+        .find_map(|k| std::env::var(k).ok()?.trim().parse::<usize>().ok())
+}
+
 /// Makes `cmd` (an Open MPI `mpirun`) keep its session files in a directory of its own, so
 /// that several `mpirun`s may run at once (tests run in parallel). Open MPI 4 keeps every job
 /// of a user under one `/tmp/ompi.<host>.<uid>` and a job that ends removes it, while one that

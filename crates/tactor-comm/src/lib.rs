@@ -39,6 +39,7 @@
 //! ```
 
 #![warn(missing_docs)]
+pub mod agree;
 pub mod launcher;
 pub mod loopback;
 #[cfg(feature = "mpi")]
@@ -122,35 +123,45 @@ pub enum CommError {
     /// The network backend could not start.
     #[error("{0}")]
     Init(String),
+    /// The ranks did not agree to start the job (see [`agree`]).
+    #[error("{0}")]
+    Verdict(#[from] agree::Verdict),
 }
 
-/// The transport of a job that a launcher started as `size` ranks, with `channels` channels:
-/// MPI when this crate has the `mpi` feature. `program` names the command in the error of a
-/// build without it.
+/// The transport of a job that a launcher started as `size` ranks, with `channels` channels,
+/// once every rank agreed to `part` ([`agree`]): MPI when this crate has the `mpi` feature.
+/// `program` names the command in the error of a build without it.
 ///
 /// ```
 /// # #[cfg(not(feature = "mpi"))]
-/// assert!(tactor_comm::connect(1, 2, "demo").unwrap_err().contains("without MPI"));
+/// # {
+/// let part = tactor_comm::agree::Joining::Config(vec![]);
+/// let err = tactor_comm::connect(1, 2, "demo", &part).err().unwrap();
+/// assert!(err.to_string().contains("without MPI"));
+/// # }
 /// ```
-pub fn connect(channels: usize, size: usize, program: &str) -> Result<Box<dyn Transport>, String> {
+pub fn connect(
+    channels: usize,
+    size: usize,
+    program: &str,
+    part: &agree::Joining,
+) -> Result<Box<dyn Transport>, CommError> {
     #[cfg(feature = "mpi")]
     {
         let _ = (size, program);
-        mpi::MpiTransport::init(channels)
-            .map(|t| Box::new(t) as Box<dyn Transport>)
-            .map_err(|e| format!("could not start MPI: {e}"))
+        mpi::MpiTransport::join(channels, part).map(|t| Box::new(t) as Box<dyn Transport>)
     }
     #[cfg(not(feature = "mpi"))]
     {
-        let _ = channels;
-        Err(format!(
+        let _ = (channels, part);
+        Err(CommError::Init(format!(
             "launched as one of {size} ranks, but this {program} was built without MPI (cargo feature `mpi`); rebuild with default features"
-        ))
+        )))
     }
 }
 
 /// [`connect`] for a process that is one thread all along: MPI then runs at
-/// `MPI_THREAD_SINGLE` (`mpi::MpiTransport::init_one_thread`, without the MPI library's
+/// `MPI_THREAD_SINGLE` (`mpi::MpiTransport::join_one_thread`, without the MPI library's
 /// internal locks).
 ///
 /// # Safety
@@ -160,24 +171,27 @@ pub fn connect(channels: usize, size: usize, program: &str) -> Result<Box<dyn Tr
 ///
 /// ```
 /// # #[cfg(not(feature = "mpi"))]
+/// # {
+/// let part = tactor_comm::agree::Joining::Config(vec![]);
 /// // SAFETY: this example's thread is the only one.
-/// assert!(unsafe { tactor_comm::connect_one_thread(1, 2, "demo") }.is_err());
+/// assert!(unsafe { tactor_comm::connect_one_thread(1, 2, "demo", &part) }.is_err());
+/// # }
 /// ```
 pub unsafe fn connect_one_thread(
     channels: usize,
     size: usize,
     program: &str,
-) -> Result<Box<dyn Transport>, String> {
+    part: &agree::Joining,
+) -> Result<Box<dyn Transport>, CommError> {
     #[cfg(feature = "mpi")]
     {
         let _ = (size, program);
         // SAFETY: passed on from this function's contract.
-        unsafe { mpi::MpiTransport::init_one_thread(channels) }
+        unsafe { mpi::MpiTransport::join_one_thread(channels, part) }
             .map(|t| Box::new(t) as Box<dyn Transport>)
-            .map_err(|e| format!("could not start MPI: {e}"))
     }
     #[cfg(not(feature = "mpi"))]
     {
-        connect(channels, size, program)
+        connect(channels, size, program, part)
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! A runtime for task graphs with four faces over one set of workers: the explicit,
 //! Realm-style task API; compiled subgraphs; actors and selectors ([`actor`]); and implicit
-//! parallelism with tracing ([`implicit`]). Ranks of an MPI job are reached through the
-//! communication layer (`tactor-comm`): today a program wires them itself (Task Bench and
-//! Bale do); making that the runtime's job is the open work. The first face:
+//! parallelism with tracing ([`implicit`]). The ranks of an MPI job are the [`job`]'s: it
+//! joins the launcher's job (checking that every rank was started alike), owns the ports,
+//! collectives and failure protocol, and serves selectors across ranks; each face's own
+//! distribution (events, subgraphs and regions across ranks) is being built on it. The first
+//! face:
 //!
 //! - a [`Runtime`] owns worker threads (one per core by default, pinned), each with a
 //!   work-stealing deque; idle workers spin briefly, then park;
@@ -94,6 +96,7 @@ mod forkjoin;
 mod future;
 pub mod hint;
 pub mod implicit;
+pub mod job;
 mod runtime;
 mod scope;
 mod subgraph;

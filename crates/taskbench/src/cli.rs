@@ -1,11 +1,10 @@
 //! The command line: `taskbench [Task Bench flags] [-system NAME] [-worker N]`, `taskbench
 //! --list`, `taskbench -h`.
 
-use crate::cluster::{self, Cluster};
 use crate::systems::{self, RunConfig, RunError, MAX_WORKERS};
 use std::io::Write;
 use std::process::ExitCode;
-use tactor_comm::Reduce;
+use tactor::job::{Job, Reduce};
 use taskbench_core::app::{check_memory, App, ExtraFlag};
 use taskbench_core::graph::{DependenceType, KernelType, TaskGraph};
 
@@ -187,13 +186,15 @@ pub fn run_checked(
         RunError::Runtime(m) => Failure::run(m),
         RunError::Remote { .. } => Failure::run(""),
     });
-    if let Some(c) = &cfg.cluster {
+    if let Some(c) = &cfg.job {
         pass = match pass {
             Ok(p) => combine_ranks(c, p),
             Err(mut f) if !f.message.is_empty() => {
-                // This rank failed: say why, and stop every other rank.
-                f.message = format!("rank {}: {}", c.rank(), f.message);
+                // This rank failed: say why, then stop every other rank (which end at once,
+                // and the launcher with them: the line goes out first).
+                tactor_cli::say!("error: rank {}: {}", c.rank(), f.message);
                 c.tell_failure(&f.message);
+                f.message.clear();
                 Err(f)
             }
             Err(f) => Err(f),
@@ -216,7 +217,7 @@ pub fn run_checked(
 
 /// The job's pass: the slowest rank's time (each rank times from the same barrier, as the
 /// reference MPI programs do) and the tasks of every rank.
-fn combine_ranks(c: &Cluster, p: systems::Pass) -> Result<systems::Pass, Failure> {
+fn combine_ranks(c: &Job, p: systems::Pass) -> Result<systems::Pass, Failure> {
     let stopped = |_| Failure::run("");
     let nanos = u64::try_from(p.elapsed.as_nanos()).unwrap_or(u64::MAX);
     let elapsed = c.all_reduce(Reduce::Max, nanos).map_err(stopped)?;
@@ -232,8 +233,9 @@ fn join_ranks(
     app: &mut App,
     system: &dyn systems::System,
     cfg: &mut RunConfig,
+    args: &[String],
 ) -> Result<(), Failure> {
-    if cluster::launcher_rank().is_none() {
+    if tactor_comm::launcher::job().is_none_or(|(n, _)| n < 2) {
         return Ok(());
     }
     if !system.runs_on_ranks() {
@@ -242,20 +244,40 @@ fn join_ranks(
             .filter(|s| s.runs_on_ranks())
             .map(|s| s.name())
             .collect();
-        return Err(Failure::usage(format!(
+        let cause = format!(
             "-system {} runs in one process only; on several ranks use {}",
             system.name(),
             on.join(", ")
-        ))
-        .once());
+        );
+        // Said through the job: another rank may have been started with another system.
+        return Err(Failure::usage(
+            tactor_cli::args::bad_args_line(&cause).unwrap_or_default(),
+        ));
     }
     let one_thread = system.one_thread_on_ranks(cfg.workers);
-    // SAFETY: a system that runs on one thread with these workers says so, and nothing of
-    // this command starts a thread before or beside it (the `metg` driver, which does, never
-    // runs under a launcher).
-    let c = unsafe { Cluster::join(cfg.workers, one_thread) }
-        .map_err(|e| Failure::run(e).once())?
-        .expect("launched on several ranks");
+    let builder = Job::builder()
+        .program("taskbench")
+        .channels(cfg.workers)
+        .config(args)
+        .agree_on(format!("workers={}", cfg.workers));
+    let builder = if one_thread {
+        // SAFETY: a system that runs on one thread with these workers says so, and nothing
+        // of this command starts a thread before or beside it (the `metg` driver, which
+        // does, never runs under a launcher).
+        unsafe { builder.one_thread() }
+    } else {
+        builder
+    };
+    // Ranks started differently are refused here, with one line naming the difference.
+    let c = tactor_cli::signals::silent_unless_ok(|| builder.join()).map_err(|e| {
+        let rank = tactor_comm::launcher::job().map_or(0, |(_, r)| r);
+        let message = if e.speaks(rank) {
+            e.to_string()
+        } else {
+            String::new()
+        };
+        Failure { message, code: 2 }
+    })?;
     let widest = app.graphs.iter().map(|g| g.max_width).max().unwrap_or(0);
     if c.ranks() as i64 > widest {
         return Err(Failure::usage(format!(
@@ -269,7 +291,7 @@ fn join_ranks(
         workers: cfg.workers as i64,
     })
     .map_err(|e| Failure::usage(e.to_string()).once())?;
-    cfg.cluster = Some(c);
+    cfg.job = Some(c);
     Ok(())
 }
 
@@ -308,10 +330,15 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
             .map(|_| ())
             .map_err(io);
     }
-    let (mut app, system, mut cfg) = parse_run(args).map_err(Failure::once)?;
-    join_ranks(&mut app, system.as_ref(), &mut cfg)?;
+    // A rank whose arguments are wrong still joins the job to say so: every rank ends, and
+    // the job prints one line (naming the rank when it alone was started so).
+    let (mut app, system, mut cfg) = parse_run(args).map_err(|mut f| {
+        f.message = tactor_cli::args::bad_args_line(&f.message).unwrap_or_default();
+        f
+    })?;
+    join_ranks(&mut app, system.as_ref(), &mut cfg, args)?;
     // On several ranks, rank 0 alone prints, as in the reference MPI programs.
-    let printer = cfg.cluster.as_ref().is_none_or(|c| c.rank() == 0);
+    let printer = cfg.job.as_ref().is_none_or(|c| c.rank() == 0);
     let width: i64 = app.graphs.iter().map(|g| g.max_width).sum();
     if width >= LARGE_WIDTH && printer {
         // Setting up buffers and plans this wide takes seconds to minutes before the run.
@@ -326,12 +353,13 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
     .map_err(io)?;
     let pass = match run_checked(system.as_ref(), &app, &cfg) {
         Ok(p) => p,
-        Err(f) if cfg.cluster.is_some() => {
+        Err(f) if cfg.job.is_some() => {
             // Not through MPI_Finalize: it waits for every rank, and a failing job's ranks
             // need not all get there.
             if !f.message.is_empty() {
-                cluster::say(&format!("error: {}", f.message));
+                tactor_cli::say!("error: {}", f.message);
             }
+            tactor_cli::signals::silence();
             std::process::exit(f.code.into())
         }
         Err(f) => return Err(f),
@@ -365,7 +393,7 @@ pub fn main() -> ExitCode {
         let code = match command(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                cluster::say(&format!("error: {e:#}"));
+                tactor_cli::say!("error: {e:#}");
                 // Bad input is 2, as for the runs; a failed sweep is 1.
                 ExitCode::from(if e.is::<crate::metg::Usage>() { 2 } else { 1 })
             }
@@ -374,7 +402,7 @@ pub fn main() -> ExitCode {
         return match tactor_cli::output::finish() {
             Ok(()) => code,
             Err(e) => {
-                cluster::say(&format!("error: {e}"));
+                tactor_cli::say!("error: {e}");
                 ExitCode::FAILURE
             }
         };
@@ -382,7 +410,7 @@ pub fn main() -> ExitCode {
     // A scheduler's SIGTERM or a hang-up ends a run with one line (from rank 0 of a job).
     let quiet = tactor_cli::args::other_rank();
     if let Err(e) = tactor_cli::signals::exit_on_termination("taskbench", quiet) {
-        cluster::say(&format!("error: could not handle termination signals: {e}"));
+        tactor_cli::say!("error: could not handle termination signals: {e}");
         return ExitCode::FAILURE;
     }
     let stdout = std::io::stdout();
@@ -390,8 +418,9 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             if !f.message.is_empty() {
-                cluster::say(&format!("error: {}", f.message));
-            } else if tactor_cli::args::other_rank() {
+                tactor_cli::say!("error: {}", f.message);
+            } else if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
+                tactor_cli::signals::silence();
                 // Rank 0 prints the line every rank found (`Failure::once`); a launcher ends
                 // the job at the first rank that exits, so the others give it time to print.
                 std::thread::sleep(std::time::Duration::from_secs(2));

@@ -15,7 +15,7 @@
 #![recursion_limit = "256"]
 
 pub mod cli;
-pub mod cluster;
+pub mod faults;
 pub mod metg;
 pub mod study;
 pub mod systems;

@@ -398,3 +398,72 @@ fn killed_rank_ends_the_job(system: &str) {
     }
     let _ = std::fs::remove_dir_all(session);
 }
+
+/// Variables exported to one rank alone.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
+/// Ranks started differently (MPMD: `mpirun -np 1 A : -np 1 B`), each an argument string and
+/// the `-x` variables of its own.
+fn run_apart(ranks: &[(&str, Env)]) -> Output {
+    let mut c = Command::new("mpirun");
+    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .arg("--oversubscribe");
+    for (i, (args, env)) in ranks.iter().enumerate() {
+        if i > 0 {
+            c.arg(":");
+        }
+        c.args(["-np", "1"]);
+        for (k, v) in *env {
+            c.args(["-x", &format!("{k}={v}")]);
+        }
+        c.arg(env!("CARGO_BIN_EXE_taskbench"))
+            .args(args.split_whitespace());
+    }
+    let out = c.output().expect("mpirun");
+    let _ = std::fs::remove_dir_all(session);
+    out
+}
+
+/// Ranks that were started with other arguments, other worker counts, another transport
+/// setting or a bad flag of their own are refused at join, every rank ending at once with one
+/// line that names the difference (they used to hang or panic).
+#[test]
+fn ranks_started_differently_are_named_once() {
+    let g = "-steps 4 -width 4 -type stencil_1d";
+    let other_steps = g.replace("-steps 4", "-steps 5");
+    let cases: [(&str, &str, Env, &str); 4] = [
+        (
+            g,
+            &other_steps,
+            &[],
+            "rank 1 runs with `-steps 5` where rank 0 runs with `-steps 4`",
+        ),
+        (
+            "-steps 4 -width 4 -worker 1",
+            "-steps 4 -width 4 -worker 2",
+            &[],
+            "rank 1 runs with `-worker 2` where rank 0 runs with `-worker 1`",
+        ),
+        (g, g, &[("TACTOR_COMM_SHM", "0")], "`TACTOR_COMM_SHM=0`"),
+        (
+            g,
+            "-steps 4 -width 4 -type stencil_1d -bogus",
+            &[],
+            "rank 1: Unknown flag \"-bogus\"",
+        ),
+    ];
+    for (first, second, env, want) in cases {
+        let start = Instant::now();
+        let o = run_apart(&[(first, &[]), (second, env)]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{second}: {err}");
+        assert_eq!(err.matches("error: ").count(), 1, "{second}: {err}");
+        assert!(err.contains(want), "{second}: {err}");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{second}: slow to end"
+        );
+    }
+}

@@ -11,7 +11,7 @@ pub mod toposort;
 pub mod triangles;
 
 pub use crate::memory::table_bytes;
-pub use pes::{Pes, RANK_ERROR};
+pub use pes::{extend_from_bytes, Pes, RANK_ERROR};
 use serde::Serialize;
 use tactor::Runtime;
 

@@ -2,13 +2,12 @@
 //! started several ranks, every rank's workers (PE `rank × W + worker`). An app's selector
 //! version is written once against [`Pes`] and runs the same in one process and on ranks.
 
-use crate::net::Cluster;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
-use tactor::actor::{self, Handler, Link, Pe, Spec};
+use tactor::actor::{self, Handler, Pe, Spec};
+use tactor::job::{Job, JobError, Reduce};
 use tactor::Runtime;
-use tactor_comm::Reduce;
 
 /// How an error found on one rank of several starts (then the rank, a colon, the error).
 pub const RANK_ERROR: &str = "rank ";
@@ -23,17 +22,17 @@ pub const RANK_ERROR: &str = "rank ";
 /// ```
 pub struct Pes<'a> {
     rt: &'a Runtime,
-    cluster: Option<&'a Arc<Cluster>>,
+    job: Option<&'a Arc<Job>>,
     /// Every message a batch of its own: the AGP baseline on ranks.
     unbatched: bool,
 }
 
 impl<'a> Pes<'a> {
-    /// The PEs of `rt`'s workers, spanning `cluster`'s ranks when given.
-    pub fn new(rt: &'a Runtime, cluster: Option<&'a Arc<Cluster>>) -> Pes<'a> {
+    /// The PEs of `rt`'s workers, spanning `job`'s ranks when given.
+    pub fn new(rt: &'a Runtime, job: Option<&'a Arc<Job>>) -> Pes<'a> {
         Pes {
             rt,
-            cluster,
+            job,
             unbatched: false,
         }
     }
@@ -61,20 +60,20 @@ impl<'a> Pes<'a> {
         self.rt
     }
 
-    /// The job's other ranks, if there are any.
-    pub fn cluster(&self) -> Option<&'a Arc<Cluster>> {
-        self.cluster
+    /// The job, if it has other ranks.
+    pub fn job(&self) -> Option<&'a Arc<Job>> {
+        self.job
     }
 
     /// PEs in all.
     pub fn count(&self) -> usize {
-        self.rt.workers() * self.cluster.map_or(1, |c| c.ranks())
+        self.rt.workers() * self.job.map_or(1, |j| j.ranks())
     }
 
     /// This rank's PEs.
     pub fn mine(&self) -> Range<usize> {
         let w = self.rt.workers();
-        let first = w * self.cluster.map_or(0, |c| c.rank());
+        let first = w * self.job.map_or(0, |j| j.rank());
         first..first + w
     }
 
@@ -93,34 +92,34 @@ impl<'a> Pes<'a> {
         } else {
             spec
         };
-        match self.cluster {
-            Some(c) => actor::run_on(self.rt, c.link(), spec, states, program),
+        match self.job {
+            Some(j) => actor::run_on(self.rt, j.clone(), spec, states, program),
             None => actor::run(self.rt, spec, states, program),
         }
     }
 
     /// `value` summed over the ranks.
     pub fn sum(&self, value: u64) -> u64 {
-        self.cluster
-            .map_or(value, |c| c.all_reduce(Reduce::Sum, value))
+        self.job
+            .map_or(value, |j| or_quit(j.all_reduce(Reduce::Sum, value)))
     }
 
     /// Whether `yes` holds on any rank.
     pub fn any(&self, yes: bool) -> bool {
-        self.cluster
-            .map_or(yes, |c| c.all_reduce(Reduce::Max, u64::from(yes)) != 0)
+        self.job.map_or(yes, |j| {
+            or_quit(j.all_reduce(Reduce::Max, u64::from(yes))) != 0
+        })
     }
 
     /// Every rank's `part` in rank order (this process's alone when it is the only rank).
     pub fn gather<T: bytemuck::Pod>(&self, part: &[T]) -> Vec<Vec<T>> {
-        match self.cluster {
+        match self.job {
             None => vec![part.to_vec()],
-            Some(c) => c
-                .gather(bytemuck::cast_slice(part).to_vec())
+            Some(j) => or_quit(j.all_gather(bytemuck::cast_slice(part).to_vec()))
                 .into_iter()
                 .map(|bytes| {
                     let mut v = Vec::new();
-                    crate::net::extend_from_bytes(&mut v, &bytes);
+                    extend_from_bytes(&mut v, &bytes);
                     v
                 })
                 .collect(),
@@ -136,32 +135,67 @@ impl<'a> Pes<'a> {
         body: impl FnOnce() -> T,
         check: impl FnOnce(T) -> Result<(), String>,
     ) -> Result<f64, String> {
-        let Some(cluster) = self.cluster else {
+        let Some(job) = self.job else {
             let start = Instant::now();
             let out = body();
             let seconds = start.elapsed().as_secs_f64();
             check(out)?;
             return Ok(seconds);
         };
-        cluster.barrier();
+        // Another rank's failure ends this one quietly: that rank says why.
+        let quiet = |_: JobError| {
+            tactor_cli::signals::silence();
+            String::new()
+        };
+        job.barrier().map_err(quiet)?;
         let start = Instant::now();
         let out = body();
         let nanos = start.elapsed().as_nanos() as u64;
-        let nanos = cluster.all_reduce(Reduce::Max, nanos);
-        let (rank, ranks) = (cluster.rank(), cluster.ranks());
+        let nanos = job.all_reduce(Reduce::Max, nanos).map_err(quiet)?;
+        let (rank, ranks) = (job.rank(), job.ranks());
         let verdict = check(out).and_then(|()| match injected_fault() {
             Some(r) if r == rank => Err("a wrong answer injected by BALE_FAULT".into()),
             _ => Ok(()),
         });
         // The lowest failing rank, as the largest `ranks - rank`; 0 when none failed.
         let mark = if verdict.is_err() { ranks - rank } else { 0 };
-        let lowest = cluster.all_reduce(Reduce::Max, mark as u64) as usize;
+        let lowest = job.all_reduce(Reduce::Max, mark as u64).map_err(quiet)? as usize;
         match verdict {
             Err(e) if ranks - lowest == rank => Err(format!("{RANK_ERROR}{rank}: {e}")),
             _ if lowest != 0 => Err(String::new()),
             _ => Ok(nanos as f64 * 1e-9),
         }
     }
+}
+
+/// The collective's result; when another rank failed instead (it printed why), this rank ends
+/// here, quietly, after giving that rank time to print (a launcher ends the job at the first
+/// rank that exits).
+fn or_quit<T>(r: Result<T, JobError>) -> T {
+    r.unwrap_or_else(|e| {
+        if let Some(j) = tactor::job::Job::joined().filter(|j| e.speaks(j.rank())) {
+            j.fail(&e.to_string());
+        }
+        tactor_cli::signals::silence();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        std::process::exit(1)
+    })
+}
+
+/// Appends the plain values `bytes` holds (as another rank sent them) to `out`.
+///
+/// ```
+/// let mut v: Vec<u32> = vec![1];
+/// bale::apps::extend_from_bytes(&mut v, &7u32.to_le_bytes());
+/// assert_eq!(v, [1, 7]);
+/// ```
+pub fn extend_from_bytes<T: bytemuck::Pod>(out: &mut Vec<T>, bytes: &[u8]) {
+    let at = out.len();
+    out.resize(
+        at + bytes.len() / std::mem::size_of::<T>().max(1),
+        T::zeroed(),
+    );
+    bytemuck::cast_slice_mut(&mut out[at..]).copy_from_slice(bytes);
 }
 
 /// The rank whose check `BALE_FAULT=RANK` makes fail, for testing how a job reports it.

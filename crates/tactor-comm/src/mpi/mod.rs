@@ -19,6 +19,7 @@
 mod channel;
 pub mod node;
 
+use crate::agree::Joining;
 use crate::transport::check_send;
 use crate::{CommError, CompletionQueue, Reduce, Stopped, Transport};
 use channel::{try_lib, Channel, Comm, Lib};
@@ -79,7 +80,16 @@ unsafe impl Sync for Handles {}
 impl MpiTransport {
     /// Initialises MPI at `MPI_THREAD_SERIALIZED` with `channels` channels (at least 1).
     pub fn init(channels: usize) -> Result<MpiTransport, CommError> {
-        Self::init_at(channels, Threading::Serialized)
+        Self::join(channels, &Joining::Config(Vec::new()))
+    }
+
+    /// [`MpiTransport::init`] for a rank that shows `part` to the others first: the job starts
+    /// only when every rank's part agrees ([`crate::agree::verdict`]), before any channel,
+    /// window or thread exists; otherwise every rank returns the same
+    /// [`CommError::Verdict`]. The transport's own choices (channels, thread level, the
+    /// node-local path) are part of it.
+    pub fn join(channels: usize, part: &Joining) -> Result<MpiTransport, CommError> {
+        Self::init_at(channels, Threading::Serialized, part)
     }
 
     /// [`MpiTransport::init`] for a process in which the calling thread is the only one: MPI
@@ -92,10 +102,27 @@ impl MpiTransport {
     /// calling thread may use the transport (MPI's rule for `MPI_THREAD_SINGLE`: the library
     /// takes no precaution for a second thread).
     pub unsafe fn init_one_thread(channels: usize) -> Result<MpiTransport, CommError> {
-        Self::init_at(channels, Threading::Single)
+        // SAFETY: passed on from this function's contract.
+        unsafe { Self::join_one_thread(channels, &Joining::Config(Vec::new())) }
     }
 
-    fn init_at(channels: usize, wanted: Threading) -> Result<MpiTransport, CommError> {
+    /// [`MpiTransport::join`] at `MPI_THREAD_SINGLE`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`MpiTransport::init_one_thread`].
+    pub unsafe fn join_one_thread(
+        channels: usize,
+        part: &Joining,
+    ) -> Result<MpiTransport, CommError> {
+        Self::init_at(channels, Threading::Single, part)
+    }
+
+    fn init_at(
+        channels: usize,
+        wanted: Threading,
+        part: &Joining,
+    ) -> Result<MpiTransport, CommError> {
         let shm = node::wanted().map_err(CommError::Init)?;
         eager_shared_memory();
         let (universe, level) = mpi::initialize_with_threading(wanted)
@@ -107,6 +134,15 @@ impl MpiTransport {
         }
         let lib: Lib = Default::default();
         let world = universe.world();
+        let part = part
+            .clone()
+            .with(format!("channels={}", channels.max(1)))
+            .with(format!("{}={}", node::ENV, u8::from(shm)));
+        let parts: Vec<Joining> = all_gather_bytes(&world, &part.encode())
+            .iter()
+            .map(|b| Joining::decode(b))
+            .collect();
+        crate::agree::verdict(&parts)?;
         let comms: Vec<SimpleCommunicator> =
             (0..channels.max(1)).map(|_| world.duplicate()).collect();
         let node = shm.then(|| node::Node::new(&world, comms.len()));
@@ -312,6 +348,36 @@ impl Transport for MpiTransport {
     fn abort(&self, code: i32) -> ! {
         self.mpi.world.abort(code)
     }
+}
+
+/// Every rank's `bytes`, in rank order. Collective and blocking: only at join, before other
+/// threads exist.
+fn all_gather_bytes(world: &SimpleCommunicator, bytes: &[u8]) -> Vec<Vec<u8>> {
+    use mpi::datatype::PartitionMut;
+    use mpi::traits::CommunicatorCollectives;
+    let size = world.size() as usize;
+    let mut lens = vec![0 as c_int; size];
+    let len = c_int::try_from(bytes.len()).expect("a configuration under 2 GiB");
+    world.all_gather_into(&len, &mut lens[..]);
+    let displs: Vec<c_int> = lens
+        .iter()
+        .scan(0, |at, &l| {
+            let d = *at;
+            *at += l;
+            Some(d)
+        })
+        .collect();
+    let total: usize = lens.iter().map(|&l| l as usize).sum();
+    let mut all = vec![0u8; total];
+    {
+        let mut into = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+        world.all_gather_varcount_into(bytes, &mut into);
+    }
+    displs
+        .iter()
+        .zip(&lens)
+        .map(|(&d, &l)| all[d as usize..(d + l) as usize].to_vec())
+        .collect()
 }
 
 /// Open MPI's shared-memory transport (vader) copies a message eagerly only up to 4 KiB; a

@@ -26,8 +26,8 @@ pub use serial::Serial;
 pub use tasks::Tasks;
 pub use team::Pass;
 
-use crate::cluster::Cluster;
 use std::sync::Arc;
+use tactor::job::Job;
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
 use taskbench_core::validate::TaskError;
@@ -40,7 +40,7 @@ pub struct RunConfig {
     /// Pin worker `w` to core `w` where possible.
     pub pin: bool,
     /// The job this process is a rank of, when it runs on several; `None` in one process.
-    pub cluster: Option<Arc<Cluster>>,
+    pub job: Option<Arc<Job>>,
     /// Tasks per compiled chunk of `compiled` (`None`: its default): tests make chunks small,
     /// so that short graphs chain many instances.
     pub chunk_tasks: Option<i64>,
@@ -51,7 +51,7 @@ impl Default for RunConfig {
         RunConfig {
             workers: default_workers(),
             pin: true,
-            cluster: None,
+            job: None,
             chunk_tasks: None,
         }
     }
@@ -87,9 +87,10 @@ pub fn first_core(
     }
 }
 
-/// [`first_core`] for this process: `cluster` says whether it is one of several ranks.
-pub fn first_core_here(workers: usize, cluster: bool, allowed: usize) -> Option<usize> {
-    let on_ranks = cluster.then(|| (crate::cluster::local_ranks(), crate::cluster::local_rank()));
+/// [`first_core`] for this process: `on_ranks` says whether it is one of several ranks.
+pub fn first_core_here(workers: usize, on_ranks: bool, allowed: usize) -> Option<usize> {
+    use tactor_comm::launcher::{local_rank, local_ranks};
+    let on_ranks = on_ranks.then(|| (local_ranks(), local_rank()));
     first_core(workers, on_ranks, allowed)
 }
 
@@ -128,13 +129,13 @@ pub trait System: Send + Sync {
     /// (buffers, queues, runtime), saturating. The command line refuses a run that would not
     /// fit the machine before the system allocates anything.
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128;
-    /// Whether the system runs on several ranks (under `mpirun`), with `cfg.cluster` set.
+    /// Whether the system runs on several ranks (under `mpirun`), with `cfg.job` set.
     fn runs_on_ranks(&self) -> bool {
         false
     }
     /// Whether, with `workers` workers on a rank, the system runs on the calling thread alone
     /// (no thread started, none besides it ever using the network): the network can then
-    /// skip the MPI library's locks ([`crate::cluster::Cluster::join`]).
+    /// skip the MPI library's locks (`tactor::job::JobBuilder::one_thread`).
     fn one_thread_on_ranks(&self, _workers: usize) -> bool {
         false
     }

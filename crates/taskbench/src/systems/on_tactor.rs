@@ -18,9 +18,9 @@ use taskbench_core::validate::TaskError;
 /// A runtime with the run's workers and pinning, and on several ranks this rank's end of the
 /// cross-rank edges, whose network progress the workers run.
 pub fn start(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError> {
-    let remote = cfg.cluster.clone().map(Remote::new);
+    let remote = cfg.job.clone().map(Remote::new);
     let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
-    let first = super::first_core_here(cfg.workers, cfg.cluster.is_some(), allowed);
+    let first = super::first_core_here(cfg.workers, cfg.job.is_some(), allowed);
     let mut b = Runtime::builder()
         .workers(cfg.workers)
         .pin(cfg.pin && first.is_some())
@@ -117,7 +117,7 @@ pub fn slot_guards<T>(users: &[T]) -> &[T] {
 /// How points are distributed (over this job's ranks and each rank's workers), and this
 /// process's rank.
 pub fn placement(cfg: &RunConfig) -> (taskbench_core::app::Placement, usize) {
-    let c = cfg.cluster.as_deref();
+    let c = cfg.job.as_deref();
     (
         taskbench_core::app::Placement {
             ranks: c.map_or(1, |c| c.ranks()) as i64,

@@ -16,7 +16,11 @@
 //! pending or future, is poisoned: the poison flows through the local tasks that wait on them,
 //! and the run ends with that rank's failure.
 
-use crate::cluster::{injected_fault, Cluster, Fault, PORT_TACTOR};
+use crate::faults::{injected_fault, Fault};
+use tactor::job::Job;
+
+/// The port of the cross-rank edges of `tasks` and `compiled`.
+pub const PORT_TACTOR: u16 = tactor::job::FIRST_PORT + 1;
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry as MapEntry;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -200,7 +204,7 @@ struct Entries {
 /// This rank's end of the cross-rank edges: the remote preconditions, the sends, and the
 /// network progress the runtime's workers run.
 pub struct Remote {
-    cluster: Arc<Cluster>,
+    job: Arc<Job>,
     entries: Mutex<Entries>,
     /// Bumped (inside `entries`' lock) whenever a message is filed or the entries are
     /// poisoned: a pull polls this counter, not the map, for what other threads delivered.
@@ -216,10 +220,10 @@ pub struct Remote {
 }
 
 impl Remote {
-    pub fn new(cluster: Arc<Cluster>) -> Arc<Remote> {
-        let fault = injected_fault(cluster.rank());
+    pub fn new(job: Arc<Job>) -> Arc<Remote> {
+        let fault = injected_fault(job.rank());
         Arc::new(Remote {
-            cluster,
+            job,
             entries: Mutex::default(),
             filed: AtomicU64::new(0),
             running: AtomicBool::new(false),
@@ -328,7 +332,7 @@ impl Remote {
     /// once another rank failed (or this one gave up).
     ///
     /// `take` gets the message's bytes. On the node they are usually read where the sender's
-    /// ring holds them (`Cluster::take_inline`): no buffer, no completion-queue entry, no
+    /// ring holds them (`Job::take_inline`): no buffer, no completion-queue entry, no
     /// progress call's round of every ring (`docs/measurements.md`, "Taking a message in
     /// place"). Otherwise the message is
     /// taken straight from the progress call that brings it in, never filed; the map is
@@ -350,7 +354,7 @@ impl Remote {
                 }
                 mine
             };
-            if self.cluster.take_inline(key.2, &mut wanted) {
+            if self.job.take_inline(key.2, &mut wanted) {
                 return Ok(());
             }
             let mut mine = None;
@@ -428,7 +432,7 @@ impl Remote {
         header[0..4].copy_from_slice(&stream.to_le_bytes());
         header[4..8].copy_from_slice(&(count as u32).to_le_bytes());
         header[8..16].copy_from_slice(&t.to_le_bytes());
-        let channel = channel % self.cluster.channels();
+        let channel = channel % self.job.channels();
         let mut parts = std::iter::once(&header[..]).chain(outputs.map(|o| o as &[u8]));
         // A slow rank holds back a message of the middle of the run, when the receiver is
         // sure to be waiting for it.
@@ -438,12 +442,12 @@ impl Remote {
             parts.for_each(|p| buf.extend_from_slice(p));
             match self.fault {
                 Some(Fault::Panic) => panic!("injected fault (TASKBENCH_FAULT)"),
-                Some(Fault::Slow) => std::thread::sleep(crate::cluster::SLOW),
+                Some(Fault::Slow) => std::thread::sleep(crate::faults::SLOW),
                 _ => buf[HEADER] ^= 1,
             }
-            return self.cluster.send(channel, dest, PORT_TACTOR, buf);
+            return self.job.send(channel, dest, PORT_TACTOR, buf);
         }
-        self.cluster
+        self.job
             .send_parts(channel, dest, PORT_TACTOR, HEADER + len, &mut parts);
     }
 
@@ -501,7 +505,7 @@ impl Remote {
     /// ends here (the caller then tells the other ranks).
     pub fn abandon(&self) {
         if !self.abandoned.swap(true, Ordering::AcqRel) {
-            self.poison(format!("rank {} failed", self.cluster.rank()));
+            self.poison(format!("rank {} failed", self.job.rank()));
         }
     }
 
@@ -524,8 +528,12 @@ impl Remote {
     /// Progresses the network, handing what arrives to `take` (which files what it does not
     /// keep); on learning that another rank failed, poisons every remote precondition.
     fn progress_with(&self, take: &mut dyn FnMut(Message)) {
-        if !self.cluster.poll(take) {
-            let rank = self.cluster.failed_rank().unwrap_or(usize::MAX);
+        let alive = self.job.progress(&mut |m| {
+            take(m);
+            None
+        });
+        if alive.is_err() {
+            let rank = self.job.failed_rank().unwrap_or(usize::MAX);
             self.poison(format!("rank {rank} failed"));
         }
     }
@@ -557,7 +565,7 @@ impl Remote {
 
     /// The rank that failed first, if one did.
     pub fn failed_rank(&self) -> Option<usize> {
-        self.cluster.failed_rank()
+        self.job.failed_rank()
     }
 
     /// A pass starts (`true`) or ended: while one runs, idle workers poll the network.
@@ -567,7 +575,12 @@ impl Remote {
 
     /// A barrier over ranks, filing what arrives meanwhile. `false` if some rank failed.
     pub fn barrier(&self) -> bool {
-        self.cluster.barrier(&mut |m| self.deliver(m)).is_ok()
+        self.job
+            .barrier_with(&mut |m| {
+                self.deliver(m);
+                None
+            })
+            .is_ok()
     }
 
     /// Remote preconditions still registered (0 after a pass that ran to its end).

@@ -69,7 +69,7 @@ impl<'n> Team<'n> {
             abort: AtomicBool::new(false),
             error: Mutex::new(None),
             net,
-            crowded: size.saturating_mul(crate::cluster::local_ranks()) > machine_cores(),
+            crowded: size.saturating_mul(tactor_comm::launcher::local_ranks()) > machine_cores(),
             arrived: CachePadded::new(AtomicUsize::new(0)),
             generation: CachePadded::new(AtomicUsize::new(0)),
             size,

@@ -1,6 +1,6 @@
-//! Selectors across ranks: PEs on other processes are reached through a [`Link`], which the
-//! program supplies (the `bale` command wires it to `tactor-comm`'s MPI transport; tests use
-//! memory). The actor layer owns this trait so that it depends on no network.
+//! Selectors across ranks: PEs on other processes are reached through a [`Link`]: the job's
+//! network ([`crate::job::Job`] is one), or any other (tests use memory). The actor layer
+//! owns this trait so that a selector depends on no particular network.
 //!
 //! **PEs.** Every rank runs the same number of workers `W`; PE `rank × W + w` is worker `w`
 //! of `rank`. A batch for a PE of another rank is encoded (messages must be plain bytes:
@@ -55,6 +55,54 @@ pub trait Link: Send + Sync {
     /// rendezvous. Batches for other ranks are cut to fit it, header included.
     fn eager_bytes(&self) -> usize {
         usize::MAX
+    }
+}
+
+/// Arrivals one poll of the job's link hands over at most, so that a PE gets back to its own
+/// work.
+const LINK_BUDGET: usize = 64;
+
+/// The job's network as a selector's link: every selector message on the actors' port, from
+/// worker `w` on channel `w` (modulo the channels), so that each PE polls its own channel.
+impl Link for crate::job::Job {
+    fn rank(&self) -> usize {
+        crate::job::Job::rank(self)
+    }
+
+    fn ranks(&self) -> usize {
+        crate::job::Job::ranks(self)
+    }
+
+    fn send(&self, worker: usize, rank: usize, bytes: Vec<u8>) {
+        crate::job::Job::send(self, worker, rank, crate::job::PORT_ACTORS, bytes)
+    }
+
+    fn poll(&self, worker: usize, deliver: &mut dyn FnMut(usize, Vec<u8>)) -> bool {
+        let mut any = false;
+        // Messages another thread progressed in passing (a collective's wait) come first:
+        // they are older than what is still on the wire.
+        for m in self.take_parked(crate::job::PORT_ACTORS) {
+            deliver(m.source, m.data);
+            any = true;
+        }
+        let channel = worker % self.channels();
+        self.progress_channel(channel, LINK_BUDGET, &mut |m| {
+            if m.port != crate::job::PORT_ACTORS {
+                return Some(m);
+            }
+            deliver(m.source, m.data);
+            any = true;
+            None
+        });
+        any
+    }
+
+    fn abort(&self) -> ! {
+        crate::job::Job::abort(self)
+    }
+
+    fn eager_bytes(&self) -> usize {
+        tactor_comm::INLINE_LIMIT
     }
 }
 

@@ -3,7 +3,10 @@
 //! communication layer; the receiver finds it in its inbox before it starts that timestep.
 //! Inside a rank, workers share output rows as in one process.
 
-use crate::cluster::{Cluster, PORT_BSP};
+use tactor::job::Job;
+
+/// The port of `bsp`'s neighbour exchange.
+pub const PORT_BSP: u16 = tactor::job::FIRST_PORT;
 use crate::systems::team::Net;
 use crossbeam_queue::SegQueue;
 use tactor_comm::Message;
@@ -49,22 +52,22 @@ impl Header {
 /// The rank's side of the exchange: one inbox per local worker, filled by whichever thread
 /// progresses the network.
 pub struct Exchange<'c> {
-    cluster: &'c Cluster,
+    job: &'c Job,
     first_worker: usize,
     inboxes: Vec<SegQueue<(Header, Vec<u8>)>>,
 }
 
 impl<'c> Exchange<'c> {
-    pub fn new(cluster: &'c Cluster, workers: usize) -> Exchange<'c> {
+    pub fn new(job: &'c Job, workers: usize) -> Exchange<'c> {
         Exchange {
-            cluster,
-            first_worker: cluster.rank() * workers,
+            job,
+            first_worker: job.rank() * workers,
             inboxes: (0..workers).map(|_| SegQueue::new()).collect(),
         }
     }
 
-    pub fn cluster(&self) -> &Cluster {
-        self.cluster
+    pub fn job(&self) -> &Job {
+        self.job
     }
 
     /// Decodes a message once, on arrival: a message that is not a bsp message for a worker
@@ -108,7 +111,7 @@ impl<'c> Exchange<'c> {
     pub fn poll_into(&self, w: usize, held: &mut Held) -> Result<bool, String> {
         let me = w + self.first_worker;
         let mut bad = Ok(());
-        let alive = self.cluster.poll(&mut |m| {
+        let alive = self.job.progress(&mut |m| {
             let (h, data) = self.decode(m);
             if h.dest as usize == me {
                 if let Err(e) = held.insert(h, data) {
@@ -117,10 +120,11 @@ impl<'c> Exchange<'c> {
             } else {
                 self.inboxes[h.dest as usize - self.first_worker].push((h, data));
             }
+            None
         });
         bad?;
         self.collect(w, held)?;
-        Ok(alive)
+        Ok(alive.is_ok())
     }
 }
 
@@ -151,15 +155,25 @@ impl Held {
 
 impl Net for Exchange<'_> {
     fn idle(&self) -> bool {
-        self.cluster.poll(&mut |m| self.route(m))
+        self.job
+            .progress(&mut |m| {
+                self.route(m);
+                None
+            })
+            .is_ok()
     }
 
     fn barrier(&self) -> bool {
-        self.cluster.barrier(&mut |m| self.route(m)).is_ok()
+        self.job
+            .barrier_with(&mut |m| {
+                self.route(m);
+                None
+            })
+            .is_ok()
     }
 
     fn failed_rank(&self) -> usize {
-        self.cluster.failed_rank().unwrap_or(usize::MAX)
+        self.job.failed_rank().unwrap_or(usize::MAX)
     }
 }
 

@@ -20,7 +20,7 @@ mod ranks;
 use super::slots::Slots;
 use super::team::{run_passes, Net, Pass};
 use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
-use crate::cluster::Fault;
+use crate::faults::Fault;
 use crossbeam_utils::CachePadded;
 use exchange::{Exchange, Held};
 use lists::{Cached, Classes};
@@ -153,16 +153,16 @@ impl System for Bsp {
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
         let n = cfg.workers;
-        let cluster = cfg.cluster.as_deref();
+        let job = cfg.job.as_deref();
         let place = Place {
             all: Placement {
-                ranks: cluster.map_or(1, |c| c.ranks()) as i64,
+                ranks: job.map_or(1, |j| j.ranks()) as i64,
                 workers: n as i64,
             },
-            rank: cluster.map_or(0, |c| c.rank()),
+            rank: job.map_or(0, |j| j.rank()),
         };
-        let exchange = cluster.map(|c| Exchange::new(c, n));
-        let fault = cluster.and_then(|c| crate::cluster::injected_fault(c.rank()));
+        let exchange = job.map(|j| Exchange::new(j, n));
+        let fault = job.and_then(|j| crate::faults::injected_fault(j.rank()));
         let graphs: Vec<Graph> = app
             .graphs
             .iter()
@@ -259,7 +259,7 @@ impl System for Bsp {
                         panic!("injected fault (TASKBENCH_FAULT)");
                     }
                     if fault == Some(Fault::Slow) {
-                        std::thread::sleep(crate::cluster::SLOW);
+                        std::thread::sleep(crate::faults::SLOW);
                     }
                     let corrupt = fault == Some(Fault::Corrupt);
                     let lists = (graphs.as_slice(), &classes);

@@ -9,10 +9,10 @@
 //! reverse dependencies on the other), and the receiver checks the count and size before
 //! Task Bench's validation checks every output.
 
+use super::exchange::PORT_BSP;
 use super::exchange::{self, Exchange, Header, Key};
 use super::lists::Classes;
 use super::{Graph, Place, WorkerState};
-use crate::cluster::PORT_BSP;
 use crate::systems::team::{Team, NET_POLLS_BEFORE_BACKOFF};
 use crate::systems::RunError;
 
@@ -198,8 +198,8 @@ pub fn scatter(
     if sends.is_empty() {
         return;
     }
-    let cluster = ex.cluster();
-    let (channels, workers) = (cluster.channels(), place.all.workers);
+    let job = ex.job();
+    let (channels, workers) = (job.channels(), place.all.workers);
     let me = place.global(w) as u32;
     for group in sends.chunk_by(|a, b| a.0 == b.0) {
         let dest = group[0].0;
@@ -224,6 +224,6 @@ pub fn scatter(
             buf[exchange::HEADER] ^= 1;
         }
         let channel = (dest % workers) as usize % channels;
-        cluster.send(channel, (dest / workers) as usize, PORT_BSP, buf);
+        job.send(channel, (dest / workers) as usize, PORT_BSP, buf);
     }
 }

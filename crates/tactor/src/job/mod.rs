@@ -1,0 +1,519 @@
+//! The job: the ranks a program runs on, and the one place that owns the network between
+//! them — joining, the port table, failure propagation, collectives that keep progressing,
+//! and network progress for idle workers.
+//!
+//! A process started on its own is a job of one (an in-process transport, so the same code
+//! runs unchanged); a process started by an MPI launcher as one of several ranks joins the
+//! launcher's job with [`JobBuilder::join`] (cargo feature `mpi`, on by default).
+//!
+//! **Agreement.** Before anything else, the ranks show each other their configuration (for a
+//! command, its arguments) or why they cannot take part; they start only if all agree, and
+//! otherwise every rank returns the same [`JobError::Verdict`], which one rank prints
+//! ([`JobError::speaks`]): a rank started with other arguments, or whose arguments did not
+//! parse, is named at once instead of hanging the job.
+//!
+//! **Ports.** A message goes to a port of a rank. A port opened with [`Job::open_port`] hands
+//! each message to its handler, on whichever thread progressed the network; a program that
+//! waits for messages itself takes them in passing with [`Job::progress`]'s `take`. Messages
+//! for a port nobody took yet are kept for it ([`Job::take_parked`], or its handler once
+//! opened), never dropped.
+//!
+//! **Failure.** A rank that fails calls [`Job::fail`]: it prints one line naming itself and
+//! the cause, and tells every other rank, whose next wait on the job (a collective, a
+//! progress call) then returns [`JobError::RankFailed`] so that they end too, quietly. A
+//! panic ends the whole job at once through the launcher (`MPI_Abort`), since what the
+//! panicking thread would have sent never comes.
+
+mod collective;
+mod ports;
+
+use ports::Ports;
+pub use ports::{Handler, OpenPort};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+use tactor_comm::agree::{Joining, Verdict};
+use tactor_comm::{loopback::Loopback, CommError, Completion, Message, Transport};
+
+pub use tactor_comm::Reduce;
+
+/// Ports the job keeps for itself: a rank failed.
+const PORT_FAIL: u16 = 0;
+/// The job's collectives ([`Job::all_gather`], [`Job::broadcast`]).
+const PORT_COLLECTIVE: u16 = 1;
+/// The first port a program may open; those below are the job's own and the runtime's.
+pub const FIRST_PORT: u16 = 8;
+/// The port of selectors spanning ranks ([`crate::actor`]).
+pub(crate) const PORT_ACTORS: u16 = 2;
+
+/// How long a failing rank waits to learn whether other ranks failed too, so that the job
+/// prints one line: ranks that read the same bad input fail within a few milliseconds.
+pub const SETTLE: Duration = Duration::from_millis(300);
+
+/// Channels a joined job opens at most: one per worker up to this many (seed 002 finds a few
+/// network "devices" enough).
+pub const MAX_CHANNELS: usize = 4;
+
+/// Why a job could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// Another rank failed (it printed why).
+    #[error("rank {rank} failed")]
+    RankFailed {
+        /// The first rank that failed.
+        rank: usize,
+    },
+    /// The ranks did not agree to start.
+    #[error("{}", .0.line())]
+    Verdict(Verdict),
+    /// The network could not start or refused a send.
+    #[error("{0}")]
+    Comm(CommError),
+    /// The port is the job's own or is open already.
+    #[error("port {0} is taken (a program's ports start at {FIRST_PORT}, and each opens once)")]
+    PortTaken(u16),
+}
+
+impl JobError {
+    /// Whether rank `me` is the one to print this error, so that a job prints each cause
+    /// once: a verdict is printed by the rank it names (or rank 0), another rank's failure not
+    /// at all (that rank printed it).
+    pub fn speaks(&self, me: usize) -> bool {
+        match self {
+            JobError::RankFailed { .. } => false,
+            JobError::Verdict(v) => v.speaks(me),
+            _ => true,
+        }
+    }
+}
+
+impl From<CommError> for JobError {
+    fn from(e: CommError) -> JobError {
+        match e {
+            CommError::Verdict(v) => JobError::Verdict(v),
+            e => JobError::Comm(e),
+        }
+    }
+}
+
+/// The ranks of a program and the network between them. See the [module docs](self).
+///
+/// ```
+/// use tactor::job::Job;
+///
+/// // On its own, a process is rank 0 of a job of one: collectives return at once.
+/// let job = Job::builder().join().unwrap();
+/// assert_eq!((job.rank(), job.ranks()), (0, 1));
+/// assert_eq!(job.all_gather(b"mine".to_vec()).unwrap(), vec![b"mine".to_vec()]);
+/// ```
+pub struct Job {
+    net: Box<dyn Transport>,
+    /// 0 while no rank failed, else the first failed rank + 1.
+    failed: AtomicUsize,
+    /// The cause of every rank known to have failed, by rank.
+    causes: Mutex<BTreeMap<usize, String>>,
+    ports: Ports,
+    collective: collective::State,
+    /// Joined at `MPI_THREAD_SINGLE`: only the joining thread may use the job.
+    one_thread: bool,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Job(rank {} of {})", self.rank(), self.ranks())
+    }
+}
+
+/// The launcher's job this process joined, for the panic hook. Weak: the job ends (and
+/// finalises MPI) when its last user drops it.
+static JOINED: OnceLock<Weak<Job>> = OnceLock::new();
+
+/// How a process joins its job: [`Job::builder`].
+#[derive(Debug)]
+pub struct JobBuilder {
+    channels: usize,
+    part: Joining,
+    one_thread: bool,
+    program: String,
+}
+
+impl JobBuilder {
+    /// Network channels, one per worker that sends and polls (clamped to 1..=[`MAX_CHANNELS`]).
+    pub fn channels(mut self, n: usize) -> JobBuilder {
+        self.channels = n.clamp(1, MAX_CHANNELS);
+        self
+    }
+
+    /// What every rank must have alike: the command's arguments, each flag with its value
+    /// (`tactor_comm::agree::Joining::from_args`). Without it, the process's own arguments.
+    pub fn config<S: AsRef<str>>(mut self, args: impl IntoIterator<Item = S>) -> JobBuilder {
+        self.part = Joining::from_args(args);
+        self
+    }
+
+    /// One more item every rank must have alike (a choice the program made, such as a worker
+    /// count it derived).
+    pub fn agree_on(mut self, item: impl Into<String>) -> JobBuilder {
+        self.part = self.part.with(item);
+        self
+    }
+
+    /// This rank cannot take part (`cause`, one line: its arguments did not parse, say). It
+    /// still joins, so that every rank learns it: [`JobBuilder::join`] then fails on every
+    /// rank with a [`JobError::Verdict`] that this rank prints.
+    pub fn failed(mut self, cause: impl Into<String>) -> JobBuilder {
+        self.part = Joining::Failed(cause.into());
+        self
+    }
+
+    /// The program's name, for errors.
+    pub fn program(mut self, name: &str) -> JobBuilder {
+        self.program = name.to_string();
+        self
+    }
+
+    /// Promises that the calling thread is and stays the only one that uses the job, and that
+    /// no other thread exists while it joins: MPI then runs at `MPI_THREAD_SINGLE`, without
+    /// its internal locks.
+    ///
+    /// # Safety
+    ///
+    /// As promised above: MPI takes no precaution for a second thread at this level.
+    pub unsafe fn one_thread(mut self) -> JobBuilder {
+        self.one_thread = true;
+        self
+    }
+
+    /// Joins the launcher's job, or makes a job of one when the process was started on its
+    /// own. Under a launcher, once per process (MPI starts once); a failed part ends here
+    /// with the verdict, on every rank.
+    pub fn join(self) -> Result<Arc<Job>, JobError> {
+        let launched = tactor_comm::launcher::job().filter(|&(size, _)| size > 1);
+        let Some((size, _)) = launched else {
+            if let Joining::Failed(cause) = self.part {
+                return Err(JobError::Verdict(Verdict::Failed {
+                    rank: 0,
+                    cause,
+                    everywhere: true,
+                }));
+            }
+            let net = Loopback::world(1, self.channels).remove(0);
+            return Ok(Job::over(Box::new(net), false));
+        };
+        if JOINED.get().is_some() {
+            return Err(JobError::Comm(CommError::Init(
+                "this process joined its job already (MPI starts once per process)".into(),
+            )));
+        }
+        let net = if self.one_thread {
+            // SAFETY: the caller promised it through `one_thread`.
+            unsafe {
+                tactor_comm::connect_one_thread(self.channels, size, &self.program, &self.part)
+            }
+        } else {
+            tactor_comm::connect(self.channels, size, &self.program, &self.part)
+        }?;
+        let job = Job::over(net, self.one_thread);
+        let _ = JOINED.set(Arc::downgrade(&job));
+        install_panic_hook();
+        Ok(job)
+    }
+}
+
+impl Job {
+    /// How this process joins its job: the arguments it was started with are what the ranks
+    /// must agree on, one channel.
+    pub fn builder() -> JobBuilder {
+        JobBuilder {
+            channels: 1,
+            part: Joining::from_args(std::env::args().skip(1)),
+            one_thread: false,
+            program: std::env::args()
+                .next()
+                .and_then(|p| {
+                    std::path::Path::new(&p)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                })
+                .unwrap_or_else(|| "program".into()),
+        }
+    }
+
+    /// The launcher's job this process joined, while it lasts (`None` for a process on its
+    /// own, whose jobs of one are not registered).
+    pub fn joined() -> Option<Arc<Job>> {
+        JOINED.get().and_then(Weak::upgrade)
+    }
+
+    /// A job whose ranks are `ranks` threads of this process, `channels` channels each: for
+    /// tests and examples of multi-rank programs without a launcher.
+    ///
+    /// ```
+    /// use tactor::job::{Job, Reduce};
+    ///
+    /// let ranks = Job::in_process(3, 1);
+    /// let sums: Vec<u64> = std::thread::scope(|s| {
+    ///     let runs: Vec<_> = ranks
+    ///         .iter()
+    ///         .map(|j| s.spawn(move || j.all_reduce(Reduce::Sum, j.rank() as u64).unwrap()))
+    ///         .collect();
+    ///     runs.into_iter().map(|r| r.join().unwrap()).collect()
+    /// });
+    /// assert_eq!(sums, [3, 3, 3]);
+    /// ```
+    pub fn in_process(ranks: usize, channels: usize) -> Vec<Arc<Job>> {
+        Loopback::world(ranks, channels)
+            .into_iter()
+            .map(|t| Job::over(Box::new(t), false))
+            .collect()
+    }
+
+    fn over(net: Box<dyn Transport>, one_thread: bool) -> Arc<Job> {
+        Arc::new(Job {
+            net,
+            failed: AtomicUsize::new(0),
+            causes: Mutex::default(),
+            ports: Ports::default(),
+            collective: collective::State::default(),
+            one_thread,
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.net.rank()
+    }
+
+    /// How many ranks the job has.
+    pub fn ranks(&self) -> usize {
+        self.net.ranks()
+    }
+
+    /// The network's channels.
+    pub fn channels(&self) -> usize {
+        self.net.channels()
+    }
+
+    /// Sends `data` to `port` of rank `dest` on `channel` (taken modulo the channels). A send
+    /// the network refuses (no such rank, more than 2 GiB) is an error of the program: it
+    /// ends the job with one line.
+    pub fn send(&self, channel: usize, dest: usize, port: u16, data: Vec<u8>) {
+        let channel = channel % self.channels();
+        if let Err(e) = self.net.send(channel, dest, port, data, None) {
+            self.die(&format!("send to rank {dest} failed: {e}"));
+        }
+    }
+
+    /// Sends the `len` bytes of `parts`, back to back, as [`Job::send`] does with them in one
+    /// buffer (copied straight to where the message travels from, where the network can).
+    pub fn send_parts(
+        &self,
+        channel: usize,
+        dest: usize,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+    ) {
+        let channel = channel % self.channels();
+        if let Err(e) = self.net.send_parts(channel, dest, port, len, parts, None) {
+            self.die(&format!("send to rank {dest} failed: {e}"));
+        }
+    }
+
+    /// Offers the oldest inline message from `source` to `want`, in place, on each channel
+    /// (see [`tactor_comm::Transport::take_inline`]): whether `want` took one.
+    pub fn take_inline(&self, source: usize, want: &mut dyn FnMut(u16, &[u8]) -> bool) -> bool {
+        (0..self.channels()).any(|ch| self.net.take_inline(ch, source, want) == Some(true))
+    }
+
+    /// Progresses every channel once and routes what arrived: each message for a program's
+    /// port goes first to `take`, which keeps it (`None`) or gives it back to go to the port's
+    /// handler (or to wait for it). `Err` once some rank failed.
+    pub fn progress(
+        &self,
+        take: &mut dyn FnMut(Message) -> Option<Message>,
+    ) -> Result<(), JobError> {
+        for ch in 0..self.channels() {
+            self.progress_channel(ch, usize::MAX, take);
+        }
+        self.check()
+    }
+
+    /// Routes at most `budget` messages of `channel` as [`Job::progress`] does, progressing
+    /// the network when none is waiting. Returns how many arrived.
+    pub fn progress_channel(
+        &self,
+        channel: usize,
+        budget: usize,
+        take: &mut dyn FnMut(Message) -> Option<Message>,
+    ) -> usize {
+        let cq = self.net.completions(channel);
+        let mut progressed = false;
+        let mut arrived = 0;
+        while arrived < budget {
+            let c = match cq.pop() {
+                Some(c) => c,
+                None if progressed => break,
+                None => {
+                    progressed = true;
+                    self.net.progress(channel);
+                    match cq.pop() {
+                        Some(c) => c,
+                        None => break,
+                    }
+                }
+            };
+            if let Completion::Received(m) = c {
+                arrived += 1;
+                self.route(m, take);
+            }
+        }
+        arrived
+    }
+
+    fn route(&self, m: Message, take: &mut dyn FnMut(Message) -> Option<Message>) {
+        match m.port {
+            PORT_FAIL => self.failed(m.source, String::from_utf8_lossy(&m.data).into_owned()),
+            PORT_COLLECTIVE => self.collective.arrived(m),
+            _ => {
+                if let Some(m) = take(m) {
+                    self.ports.deliver(m);
+                }
+            }
+        }
+    }
+
+    /// `Err` naming the rank once some rank failed.
+    pub fn check(&self) -> Result<(), JobError> {
+        match self.failed_rank() {
+            Some(rank) => Err(JobError::RankFailed { rank }),
+            None => Ok(()),
+        }
+    }
+
+    /// The rank that failed first, if one did (this one included).
+    pub fn failed_rank(&self) -> Option<usize> {
+        self.failed.load(Ordering::Acquire).checked_sub(1)
+    }
+
+    /// This rank failed with `cause` (one line): tells every other rank, whose next wait on
+    /// the job returns [`JobError::RankFailed`], and prints one line for the job. Ranks that
+    /// fail at about the same time (within [`SETTLE`]) agree on who prints: the lowest,
+    /// `error: rank R: cause`, or just `error: cause` when every rank failed alike (bad
+    /// input that every rank read). The caller then ends as it would have anyway (returning
+    /// its error, dropping the job).
+    pub fn fail(&self, cause: &str) {
+        self.tell_failure(cause);
+        let me = self.rank();
+        let start = Instant::now();
+        loop {
+            let told = self.causes.lock().unwrap_or_else(|p| p.into_inner()).len();
+            if told == self.ranks() || start.elapsed() >= SETTLE {
+                break;
+            }
+            for ch in 0..self.channels() {
+                self.progress_channel(ch, usize::MAX, &mut Some);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let causes = self
+            .causes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let lowest = causes.keys().next().copied().unwrap_or(me);
+        let alike = causes.len() == self.ranks() && causes.values().all(|c| c == cause);
+        if alike && me == 0 || self.ranks() == 1 {
+            say(&format!("error: {cause}"));
+        } else if !alike && lowest == me {
+            say(&format!("error: rank {me}: {cause}"));
+        }
+    }
+
+    /// Records that rank `rank` failed with `cause`.
+    fn failed(&self, rank: usize, cause: String) {
+        let _ = self
+            .failed
+            .compare_exchange(0, rank + 1, Ordering::AcqRel, Ordering::Acquire);
+        self.causes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(rank)
+            .or_insert(cause);
+    }
+
+    /// [`Job::fail`] without printing (the caller printed the cause its own way).
+    pub fn tell_failure(&self, cause: &str) {
+        let me = self.rank();
+        self.failed(me, cause.to_string());
+        for dest in (0..self.ranks()).filter(|&r| r != me) {
+            let _ = self
+                .net
+                .send(0, dest, PORT_FAIL, cause.as_bytes().to_vec(), None);
+        }
+        // The messages must leave before the process ends; a peer that is gone already
+        // cannot take them, so the wait is bounded.
+        let start = Instant::now();
+        while self.net.in_flight(0) > 0 && start.elapsed() < Duration::from_secs(1) {
+            self.net.progress(0);
+            std::thread::yield_now();
+        }
+    }
+
+    /// Prints `cause` for this rank and ends every rank of the job at once.
+    fn die(&self, cause: &str) -> ! {
+        say(&format!("error: rank {}: {cause}", self.rank()));
+        self.net.abort(1)
+    }
+
+    /// Ends every rank of the job at once (through the launcher), with status 1.
+    pub fn abort(&self) -> ! {
+        self.net.abort(1)
+    }
+}
+
+/// Writes `line` and a newline to stderr in one write: under `mpirun`, which forwards what
+/// ranks write as it comes, another process's output could otherwise land inside the line.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
+}
+
+/// A panic on any thread of a rank ends the job: the other ranks could otherwise wait forever
+/// for what the panicking thread would have sent.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        match JOINED.get().and_then(Weak::upgrade) {
+            Some(job) => job.die(&format!("panicked: {what}{at}")),
+            None => say(&format!("error: panicked: {what}{at}")),
+        }
+    }));
+}
+
+impl crate::Poller for Job {
+    /// Routes what arrived on the worker's channel to the ports' handlers, while a port is
+    /// open (otherwise nothing is expected and the network is left alone).
+    fn poll(&self, worker: usize) -> bool {
+        if self.one_thread || !self.ports.any_open() {
+            return false;
+        }
+        self.progress_channel(worker % self.channels(), 64, &mut Some) > 0
+    }
+
+    fn expecting(&self) -> bool {
+        !self.one_thread && self.ports.any_open()
+    }
+}

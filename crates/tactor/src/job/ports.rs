@@ -1,0 +1,142 @@
+//! The port table: a handler per open port, and the messages that arrived for a port before
+//! anyone took them (a rank may send before the receiver opened the port).
+
+use super::{Job, JobError, FIRST_PORT};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use tactor_comm::Message;
+
+/// What a port hands each message to.
+pub type Handler = Arc<dyn Fn(Message) + Send + Sync>;
+
+#[derive(Default)]
+pub(super) struct Ports {
+    /// By port number; grown as ports open.
+    handlers: RwLock<Vec<Option<Handler>>>,
+    open: AtomicUsize,
+    /// Messages for ports without a handler, in arrival order.
+    parked: Mutex<Vec<Message>>,
+    /// `parked.len()`, read without the lock by those who look for their messages often.
+    parked_count: AtomicUsize,
+}
+
+impl Ports {
+    pub(super) fn any_open(&self) -> bool {
+        self.open.load(Ordering::Acquire) > 0
+    }
+
+    /// Hands `m` to its port's handler, or parks it.
+    pub(super) fn deliver(&self, m: Message) {
+        let h = self.handlers.read().unwrap_or_else(PoisonError::into_inner);
+        match h.get(m.port as usize).and_then(Clone::clone) {
+            Some(handler) => {
+                drop(h);
+                handler(m)
+            }
+            // Parked under the table's lock: a port that opens meanwhile takes it with the
+            // others instead of missing it.
+            None => self.park(m),
+        }
+    }
+
+    fn park(&self, m: Message) {
+        let mut p = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        p.push(m);
+        self.parked_count.store(p.len(), Ordering::Release);
+    }
+
+    /// The parked messages for `port`, oldest first.
+    pub(super) fn take(&self, port: u16) -> Vec<Message> {
+        if self.parked_count.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let mut p = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mine, rest) = std::mem::take(&mut *p)
+            .into_iter()
+            .partition(|m| m.port == port);
+        *p = rest;
+        self.parked_count.store(p.len(), Ordering::Release);
+        mine
+    }
+}
+
+/// An open port of a [`Job`]: messages to it go to its handler until this is dropped.
+pub struct OpenPort {
+    job: Arc<Job>,
+    port: u16,
+}
+
+impl std::fmt::Debug for OpenPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OpenPort({})", self.port)
+    }
+}
+
+impl Drop for OpenPort {
+    fn drop(&mut self) {
+        let ports = &self.job.ports;
+        let mut h = ports
+            .handlers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        h[self.port as usize] = None;
+        ports.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Job {
+    /// Opens `port`: from now on each message to it goes to `handler`, on whichever thread
+    /// progresses the network (a worker polling the job, a collective waiting), beginning
+    /// with those that arrived before. Handlers run briefly and must not open or close ports.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use tactor::job::{Job, FIRST_PORT};
+    ///
+    /// let job = Job::builder().join().unwrap();
+    /// job.send(0, 0, FIRST_PORT, b"early".to_vec()); // to itself, before the port opens
+    /// job.progress(&mut Some).unwrap();
+    /// let got = Arc::new(Mutex::new(Vec::new()));
+    /// let g = got.clone();
+    /// let port = job
+    ///     .open_port(FIRST_PORT, Arc::new(move |m| g.lock().unwrap().push(m.data)))
+    ///     .unwrap();
+    /// job.send(0, 0, FIRST_PORT, b"late".to_vec());
+    /// job.progress(&mut Some).unwrap();
+    /// assert_eq!(*got.lock().unwrap(), [b"early".to_vec(), b"late".to_vec()]);
+    /// drop(port);
+    /// ```
+    pub fn open_port(self: &Arc<Self>, port: u16, handler: Handler) -> Result<OpenPort, JobError> {
+        if port < FIRST_PORT {
+            return Err(JobError::PortTaken(port));
+        }
+        let ports = &self.ports;
+        let mut h = ports
+            .handlers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = port as usize;
+        if h.len() <= at {
+            h.resize(at + 1, None);
+        }
+        if h[at].is_some() {
+            return Err(JobError::PortTaken(port));
+        }
+        // Under the table's lock, so that nothing that arrives meanwhile overtakes them.
+        for m in ports.take(port) {
+            handler(m);
+        }
+        h[at] = Some(handler);
+        ports.open.fetch_add(1, Ordering::AcqRel);
+        Ok(OpenPort {
+            job: self.clone(),
+            port,
+        })
+    }
+
+    /// The messages that arrived for `port` while no handler and no `take` of
+    /// [`Job::progress`] took them, oldest first.
+    pub fn take_parked(&self, port: u16) -> Vec<Message> {
+        self.ports.take(port)
+    }
+}

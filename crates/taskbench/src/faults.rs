@@ -1,0 +1,34 @@
+//! Faults to inject on one rank, for testing how a job ends.
+
+/// A fault to inject, for testing how a job ends: `TASKBENCH_FAULT=RANK:corrupt` makes rank
+/// RANK send one wrong output in the timed pass (the receiving rank's validation must catch
+/// it), `TASKBENCH_FAULT=RANK:panic` makes it panic there, and `TASKBENCH_FAULT=RANK:slow`
+/// makes it hold one message back for [`SLOW`] (the others must wait for it, not fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Flip a byte of one output sent to another rank.
+    Corrupt,
+    /// Panic in a worker.
+    Panic,
+    /// Pause before one send.
+    Slow,
+}
+
+/// How long a `slow` rank holds its message back: far longer than a receiver polls before it
+/// waits on an event instead.
+pub const SLOW: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The fault `TASKBENCH_FAULT` asks this rank to inject, if any.
+pub fn injected_fault(rank: usize) -> Option<Fault> {
+    let v = std::env::var("TASKBENCH_FAULT").ok()?;
+    let (r, kind) = v.split_once(':')?;
+    if r.trim().parse::<usize>().ok()? != rank {
+        return None;
+    }
+    match kind.trim() {
+        "corrupt" => Some(Fault::Corrupt),
+        "panic" => Some(Fault::Panic),
+        "slow" => Some(Fault::Slow),
+        _ => None,
+    }
+}
