@@ -53,6 +53,7 @@ mod arena;
 mod auto;
 mod index;
 mod region;
+mod replicated;
 mod trace;
 
 pub use access::{
@@ -62,6 +63,7 @@ pub use access::{
 pub use auto::MIN_FRAGMENT;
 pub use index::ConstRef;
 pub use region::{Constant, Reduction, Region, Sum};
+pub use replicated::{Replicated, Wire};
 pub use trace::TraceError;
 
 use crate::event::Event;

@@ -46,6 +46,10 @@ const PORT_COLLECTIVE: u16 = 1;
 pub const FIRST_PORT: u16 = 8;
 /// The port of selectors spanning ranks ([`crate::actor`]).
 pub(crate) const PORT_ACTORS: u16 = 2;
+/// The port of replicated implicit programs' copies ([`crate::implicit::Replicated`]).
+pub(crate) const PORT_IMPLICIT: u16 = 3;
+
+pub use tactor_comm::buffer;
 
 /// How long a failing rank waits to learn whether other ranks failed too, so that the job
 /// prints one line: ranks that read the same bad input fail within a few milliseconds.
@@ -54,6 +58,9 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 /// Channels a joined job opens at most: one per worker up to this many (seed 002 finds a few
 /// network "devices" enough).
 pub const MAX_CHANNELS: usize = 4;
+
+/// What [`Job::on_failure`] runs: given the rank that failed.
+pub type FailureHook = Box<dyn FnOnce(usize) + Send>;
 
 /// Why a job could not start or go on.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +120,8 @@ pub struct Job {
     failed: AtomicUsize,
     /// The cause of every rank known to have failed, by rank.
     causes: Mutex<BTreeMap<usize, String>>,
+    /// What to do at the first failure of any rank ([`Job::on_failure`]).
+    hooks: Mutex<Vec<FailureHook>>,
     ports: Ports,
     collective: collective::State,
     /// Joined at `MPI_THREAD_SINGLE`: only the joining thread may use the job.
@@ -274,6 +283,7 @@ impl Job {
             net,
             failed: AtomicUsize::new(0),
             causes: Mutex::default(),
+            hooks: Mutex::default(),
             ports: Ports::default(),
             collective: collective::State::default(),
             one_thread,
@@ -384,6 +394,32 @@ impl Job {
         }
     }
 
+    /// Runs `hook` with the failed rank at the first failure of any rank, this one included
+    /// (at once if one failed already): what waits for another rank — an event a message
+    /// would trigger — is poisoned there, so that the failure crosses ranks.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let job = tactor::job::Job::builder().join().unwrap();
+    /// let seen = Arc::new(AtomicUsize::new(usize::MAX));
+    /// let s = seen.clone();
+    /// job.on_failure(Box::new(move |rank| s.store(rank, Ordering::Relaxed)));
+    /// job.tell_failure("gave up");
+    /// assert_eq!(seen.load(Ordering::Relaxed), 0);
+    /// ```
+    pub fn on_failure(&self, hook: FailureHook) {
+        let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+        match self.failed_rank() {
+            Some(rank) => {
+                drop(hooks);
+                hook(rank)
+            }
+            None => hooks.push(hook),
+        }
+    }
+
     /// `Err` naming the rank once some rank failed.
     pub fn check(&self) -> Result<(), JobError> {
         match self.failed_rank() {
@@ -431,11 +467,18 @@ impl Job {
         }
     }
 
-    /// Records that rank `rank` failed with `cause`.
+    /// Records that rank `rank` failed with `cause`; at the first failure, runs the hooks.
     fn failed(&self, rank: usize, cause: String) {
-        let _ = self
+        let first = self
             .failed
-            .compare_exchange(0, rank + 1, Ordering::AcqRel, Ordering::Acquire);
+            .compare_exchange(0, rank + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if first {
+            let hooks = std::mem::take(&mut *self.hooks.lock().unwrap_or_else(|p| p.into_inner()));
+            for h in hooks {
+                h(rank);
+            }
+        }
         self.causes
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -110,6 +110,15 @@ impl Job {
         if port < FIRST_PORT {
             return Err(JobError::PortTaken(port));
         }
+        self.open_reserved(port, handler)
+    }
+
+    /// [`Job::open_port`] for the runtime's own ports, below [`FIRST_PORT`].
+    pub(crate) fn open_reserved(
+        self: &Arc<Self>,
+        port: u16,
+        handler: Handler,
+    ) -> Result<OpenPort, JobError> {
         let ports = &self.ports;
         let mut h = ports
             .handlers

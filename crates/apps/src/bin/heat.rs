@@ -1,0 +1,117 @@
+//! `heat`: a 1-D heat equation over every worker of a job, checked against its serial result.
+
+use clap::Parser;
+use std::process::ExitCode;
+use tactor::job::Job;
+use tactor_apps::heat;
+
+#[derive(Parser)]
+#[command(
+    name = "heat",
+    version,
+    about = "A 1-D heat equation on Tactor's implicit face, one block of cells per worker of the job (in one process, or every rank's under mpirun), checked against the serial result"
+)]
+struct Cli {
+    /// Cells per block
+    #[arg(short = 'n', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    cells: u64,
+    /// Timesteps
+    #[arg(short = 's', long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
+    steps: u64,
+    /// Workers per rank
+    #[arg(short = 'w', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+    workers: u64,
+    /// Trace the timesteps (record a pair once, replay it)
+    #[arg(long)]
+    trace: bool,
+}
+
+fn main() -> ExitCode {
+    let quiet = tactor_cli::args::other_rank();
+    if let Err(e) = tactor_cli::signals::exit_on_termination("heat", quiet) {
+        tactor_cli::say!("error: could not handle termination signals: {e}");
+        return ExitCode::FAILURE;
+    }
+    let cli: Cli = tactor_cli::args::parse();
+    let workers = cli.workers as usize;
+    let rank = tactor_comm::launcher::job().map_or(0, |(_, r)| r);
+    let job = match tactor_cli::signals::silent_unless_ok(|| {
+        Job::builder().program("heat").channels(workers).join()
+    }) {
+        Ok(job) => job,
+        Err(e) => {
+            if e.speaks(rank) {
+                tactor_cli::say!("error: {e}");
+            } else {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let fault = std::env::var("HEAT_FAULT").ok();
+    let params = heat::Params {
+        cells: cli.cells as usize,
+        steps: cli.steps as usize,
+        traced: cli.trace,
+        fail_here: fault.and_then(|r| r.trim().parse::<usize>().ok()) == Some(job.rank()),
+    };
+    let blocks = workers.saturating_mul(job.ranks());
+    let bytes = (cli.cells as u128) * (blocks as u128) * 8 * 3;
+    if let Err(e) = tactor_cli::limits::check(bytes, "the rod") {
+        if job.rank() == 0 {
+            tactor_cli::say!("error: {e}");
+        }
+        return ExitCode::from(2);
+    }
+    let rt = match tactor::Runtime::builder()
+        .workers(workers)
+        .poller(job.clone())
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            job.fail(&format!("could not start {workers} workers: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = heat::run(&rt, &job, params).and_then(|o| {
+        let want = heat::serial(o.rod.len(), params.steps);
+        let worst = o
+            .rod
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        if worst > 1e-12 {
+            return Err(format!(
+                "the rod differs from the serial result by {worst:e}"
+            ));
+        }
+        Ok(o)
+    });
+    match result {
+        Ok(o) => {
+            if job.rank() == 0 {
+                tactor_cli::out!(
+                    "heat: {} cells, {} steps, {} ranks x {} workers{}: {:.4} s, checked against the serial result\n",
+                    o.rod.len(),
+                    params.steps,
+                    job.ranks(),
+                    workers,
+                    if params.traced { ", traced" } else { "" },
+                    o.seconds
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(_) if job.failed_rank().is_some() => {
+            // A rank failed (this one or another) and said why: end quietly.
+            tactor_cli::signals::silence();
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            job.fail(&e);
+            ExitCode::FAILURE
+        }
+    }
+}

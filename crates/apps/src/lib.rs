@@ -1,0 +1,5 @@
+//! Applications written on Tactor as a user would write them: the same code in one process
+//! and on the ranks of a job, each checking its answer.
+
+#![warn(missing_docs)]
+pub mod heat;

@@ -1,0 +1,429 @@
+//! Implicit programs over the ranks of a job, by control replication: every rank runs the
+//! same program and issues the same launches; each launch runs on the rank that owns the
+//! worker it names, and the runtime inserts the copies its declared accesses need
+//! ([`Replicated`]).
+
+use super::access::{Access, Declared, Mode};
+use super::region::Region;
+use super::{Program, TraceError};
+use crate::job::{Job, OpenPort};
+use crate::{Event, Handle, Placement, TaskFailed, UserEvent};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Data that can cross ranks: written to bytes by the rank that holds it, and read back into
+/// another rank's replica in place (a replica keeps its allocation from one copy to the next).
+///
+/// ```
+/// use tactor::implicit::Wire;
+///
+/// let mut out = Vec::new();
+/// vec![1.5f64, 2.5].encode(&mut out);
+/// let mut replica = vec![0.0f64; 2];
+/// replica.decode(&out);
+/// assert_eq!(replica, [1.5, 2.5]);
+/// ```
+pub trait Wire: Send + Sync + 'static {
+    /// Appends this value's bytes to `out`.
+    fn encode(&self, out: &mut Vec<u8>);
+    /// Sets this value to the one `bytes` (from [`Wire::encode`]) holds. Panics on bytes that
+    /// cannot be one (the copy task then fails, poisoning what depends on it).
+    fn decode(&mut self, bytes: &[u8]);
+}
+
+impl<T: bytemuck::Pod + Send + Sync> Wire for Vec<T> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(bytemuck::cast_slice(self));
+    }
+
+    fn decode(&mut self, bytes: &[u8]) {
+        let size = std::mem::size_of::<T>().max(1);
+        assert_eq!(
+            bytes.len() % size,
+            0,
+            "{} bytes are not whole values",
+            bytes.len()
+        );
+        self.resize(bytes.len() / size, T::zeroed());
+        bytemuck::cast_slice_mut::<T, u8>(self).copy_from_slice(bytes);
+    }
+}
+
+impl<T: bytemuck::Pod + Send + Sync, const N: usize> Wire for [T; N] {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(bytemuck::cast_slice(self));
+    }
+
+    fn decode(&mut self, bytes: &[u8]) {
+        bytemuck::cast_slice_mut::<T, u8>(self).copy_from_slice(bytes);
+    }
+}
+
+macro_rules! wire_plain {
+    ($($t:ty),*) => {$(
+        impl Wire for $t {
+            fn encode(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+
+            fn decode(&mut self, bytes: &[u8]) {
+                *self = <$t>::from_le_bytes(bytes.try_into().expect("one value's bytes"));
+            }
+        }
+    )*};
+}
+wire_plain!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+/// Which copy a message carries: the region, and the version of it.
+type Key = (u32, u64);
+
+/// Copies that arrived, or that a launch waits for: whichever comes first makes the entry,
+/// the second removes it.
+#[derive(Default)]
+struct Inbox {
+    slots: Mutex<HashMap<Key, Arc<Slot>>>,
+    /// Set once a rank failed: copies still expected are poisoned with it.
+    failed: Mutex<Option<String>>,
+}
+
+struct Slot {
+    arrived: UserEvent,
+    data: Mutex<Option<Vec<u8>>>,
+}
+
+impl Inbox {
+    /// The slot of `key`, and whether the other side made it first (then it leaves the map).
+    fn slot(&self, key: Key) -> Arc<Slot> {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = slots.remove(&key) {
+            return s;
+        }
+        let s = Arc::new(Slot {
+            arrived: UserEvent::new(),
+            data: Mutex::new(None),
+        });
+        slots.insert(key, s.clone());
+        s
+    }
+
+    fn deliver(&self, key: Key, data: Vec<u8>) {
+        let s = self.slot(key);
+        *s.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
+        let _ = s.arrived.trigger();
+    }
+
+    /// Poisons every copy still expected: another rank failed.
+    fn poison(&self, why: &str) {
+        *self.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(why.to_string());
+        let slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(PoisonError::into_inner));
+        for s in slots.into_values() {
+            let _ = s.arrived.poison(why);
+        }
+    }
+}
+
+/// What a rank records of one region.
+struct Shard {
+    /// Per rank, whether its copy is the latest version.
+    holds: Vec<bool>,
+    /// The latest version: counts the writes, the same on every rank.
+    version: u64,
+    /// The rank, and its worker, that wrote it (or the first holder).
+    home: (usize, usize),
+    /// How this region's copies are launched (its type is known only here).
+    copies: Box<dyn Copies>,
+}
+
+/// The typed launches of a region's copies.
+trait Copies: Send {
+    fn send(&self, p: &mut Program, worker: usize, job: &Arc<Job>, port: u16, to: usize, key: Key);
+    fn receive(&self, p: &mut Program, worker: usize, arrived: Event, slot: Arc<Slot>);
+}
+
+struct Typed<T>(Region<T>);
+
+impl<T: Wire> Copies for Typed<T> {
+    fn send(&self, p: &mut Program, worker: usize, job: &Arc<Job>, port: u16, to: usize, key: Key) {
+        let job = job.clone();
+        p.launch(
+            Placement::Worker(worker),
+            super::read(&self.0),
+            move |v: &T| {
+                let mut bytes = crate::job::buffer(12);
+                bytes.extend_from_slice(&key.0.to_le_bytes());
+                bytes.extend_from_slice(&key.1.to_le_bytes());
+                v.encode(&mut bytes);
+                job.send(worker, to, port, bytes);
+            },
+        );
+    }
+
+    fn receive(&self, p: &mut Program, worker: usize, arrived: Event, slot: Arc<Slot>) {
+        p.launch_after(
+            &arrived,
+            Placement::Worker(worker),
+            super::write(&self.0),
+            move |v: &mut T| {
+                let data = slot
+                    .data
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                v.decode(&data.expect("a copy that arrived has its bytes"));
+            },
+        );
+    }
+}
+
+/// The port of replicated programs' copies (one such program at a time per process).
+const PORT: u16 = crate::job::PORT_IMPLICIT;
+
+/// An implicit [`Program`] replicated over the ranks of a [`Job`] (control replication):
+/// every rank runs the same program and issues the same launches; each launch runs on the
+/// rank that owns the worker it names, and the runtime inserts the copies its declared
+/// accesses need.
+///
+/// Every rank keeps, for every region, which ranks hold its latest version (the same record
+/// on every rank, since all see the same launches). A launch that reads a region its rank
+/// does not hold gets a copy first: the rank that wrote the latest version launches a task
+/// that reads it and sends its bytes ([`Wire`]), and the reading rank launches, after the
+/// message's arrival (an outside event: `Program::launch_after`), a task that writes them
+/// into its replica. Both are ordinary launches of each rank's own [`Program`], so the
+/// dependence analysis orders them, traces record them (a cross-rank edge is an external
+/// condition of the fragment), and a write to the replica waits for its earlier readers.
+/// A launch that writes a region makes its rank the only holder of the new version.
+///
+/// Reductions are not distributed yet: a launch that reduces into a region panics.
+///
+/// ```
+/// use tactor::implicit::{read, read_write, Replicated};
+/// use tactor::{job::Job, Runtime};
+///
+/// let job = Job::builder().join().unwrap(); // a job of one here; the same under mpirun
+/// let rt = Runtime::builder().workers(2).pin(false).poller(job.clone()).build().unwrap();
+/// let mut p = Replicated::new(&rt, &job);
+/// let n = p.workers(); // every worker of the job
+/// let parts: Vec<_> = (0..n).map(|w| p.region(w, vec![w as u64; 4])).collect();
+/// let total = p.region(0, 0u64);
+/// for (w, part) in parts.iter().enumerate() {
+///     p.launch(w, read_write(part), |v| v.iter_mut().for_each(|x| *x += 1));
+/// }
+/// // Reads every part where `total` is kept: the parts of other ranks are copied there.
+/// p.launch(0, (parts.iter().map(read).collect::<Vec<_>>(), read_write(&total)), |(ins, t)| {
+///     *t = ins.iter().map(|v| v.iter().sum::<u64>()).sum();
+/// });
+/// let expect: u64 = (0..n as u64).map(|w| 4 * (w + 1)).sum();
+/// assert_eq!(p.with(&total, |t| *t).unwrap(), expect);
+/// ```
+pub struct Replicated {
+    program: Program,
+    job: Arc<Job>,
+    /// Workers per rank (every rank runs as many).
+    local: usize,
+    shards: Vec<Option<Shard>>,
+    inbox: Arc<Inbox>,
+    declared: Vec<Declared>,
+    /// Copies this rank took part in (sent or received).
+    copies: u64,
+    _port: OpenPort,
+}
+
+impl Replicated {
+    /// A program over `job`'s ranks whose tasks run on `handle`'s runtime (one of the same
+    /// size on every rank, with `job` among its pollers so that idle workers progress the
+    /// network). Every rank makes it, in the same order as its other replicated programs.
+    ///
+    /// # Panics
+    /// If another replicated program of this process is still alive.
+    pub fn new(handle: &Handle, job: &Arc<Job>) -> Replicated {
+        let inbox = Arc::new(Inbox::default());
+        let deliver = inbox.clone();
+        let port = job
+            .open_reserved(
+                PORT,
+                Arc::new(move |m| {
+                    let word = |at: usize, n: usize| {
+                        let mut b = [0u8; 8];
+                        b[..n].copy_from_slice(&m.data[at..at + n]);
+                        u64::from_le_bytes(b)
+                    };
+                    let key = (word(0, 4) as u32, word(4, 8));
+                    deliver.deliver(key, m.data[12..].to_vec());
+                }),
+            )
+            .expect("one replicated program at a time in a process");
+        let poison = Arc::downgrade(&inbox);
+        job.on_failure(Box::new(move |rank| {
+            if let Some(inbox) = poison.upgrade() {
+                inbox.poison(&format!("rank {rank} failed"));
+            }
+        }));
+        Replicated {
+            program: Program::new(handle),
+            job: job.clone(),
+            local: handle.workers(),
+            shards: Vec::new(),
+            inbox,
+            declared: Vec::new(),
+            copies: 0,
+            _port: port,
+        }
+    }
+
+    /// Workers of the whole job: what [`Replicated::launch`] names (worker `w` is worker
+    /// `w % W` of rank `w / W`, with `W` workers per rank).
+    pub fn workers(&self) -> usize {
+        self.local * self.job.ranks()
+    }
+
+    /// The job's rank that runs worker `worker`.
+    pub fn rank_of(&self, worker: usize) -> usize {
+        worker / self.local
+    }
+
+    /// A region holding `value`, homed at job-wide worker `worker` (the source of its first
+    /// copies). Every rank makes it, with the same value, so every rank holds it until it is
+    /// first written.
+    pub fn region<T: Wire>(&mut self, worker: usize, value: T) -> Region<T> {
+        let r = self.program.region(value);
+        let at = r.index() as usize;
+        if self.shards.len() <= at {
+            self.shards.resize_with(at + 1, || None);
+        }
+        self.shards[at] = Some(Shard {
+            holds: vec![true; self.job.ranks()],
+            version: 0,
+            home: (self.rank_of(worker), worker % self.local),
+            copies: Box::new(Typed(r.clone())),
+        });
+        r
+    }
+
+    /// Launches `task` on job-wide worker `worker` (on the rank that owns it; the others
+    /// only record what it does), after the copies its reads need.
+    ///
+    /// # Panics
+    /// If `worker` is not a worker of the job, on a reduction, or as
+    /// [`Program::launch`].
+    #[track_caller]
+    pub fn launch<A, F>(&mut self, worker: usize, access: A, task: F)
+    where
+        A: Access,
+        F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+    {
+        assert!(
+            worker < self.workers(),
+            "worker {worker} is not one of the job's {} workers",
+            self.workers()
+        );
+        let (rank, local) = (self.rank_of(worker), worker % self.local);
+        let mut declared = std::mem::take(&mut self.declared);
+        declared.clear();
+        access.declare(&mut declared);
+        for d in &declared {
+            match d.mode {
+                Mode::Read | Mode::ReadWrite => self.bring(d.region.index, rank, local),
+                Mode::Reduce(_) => panic!("reductions are not distributed over ranks yet"),
+                Mode::Write | Mode::Constant => {}
+            }
+        }
+        if rank == self.job.rank() {
+            self.program.launch(Placement::Worker(local), access, task);
+        }
+        for d in &declared {
+            if matches!(d.mode, Mode::Write | Mode::ReadWrite) {
+                let shard = self.shard(d.region.index);
+                shard.version += 1;
+                shard.holds.iter_mut().for_each(|h| *h = false);
+                shard.holds[rank] = true;
+                shard.home = (rank, local);
+            }
+        }
+        self.declared = declared;
+    }
+
+    fn shard(&mut self, region: u32) -> &mut Shard {
+        self.shards
+            .get_mut(region as usize)
+            .and_then(Option::as_mut)
+            .expect("a region of this replicated program")
+    }
+
+    /// Makes `rank` hold the latest version of `region`, copying it there from its home (to
+    /// `local`, the worker that will read it) if it does not.
+    fn bring(&mut self, region: u32, rank: usize, local: usize) {
+        let me = self.job.rank();
+        let (job, inbox) = (self.job.clone(), self.inbox.clone());
+        let shard = self
+            .shards
+            .get_mut(region as usize)
+            .and_then(Option::as_mut)
+            .expect("a region of this replicated program");
+        if shard.holds[rank] {
+            return;
+        }
+        shard.holds[rank] = true;
+        let key = (region, shard.version);
+        let (home, home_worker) = shard.home;
+        if me == home || me == rank {
+            self.copies += 1;
+        }
+        if me == home {
+            shard
+                .copies
+                .send(&mut self.program, home_worker, &job, PORT, rank, key);
+        } else if me == rank {
+            let slot = inbox.slot(key);
+            let arrived = match &*inbox.failed.lock().unwrap_or_else(PoisonError::into_inner) {
+                Some(why) => {
+                    let _ = slot.arrived.poison(why);
+                    slot.arrived.event()
+                }
+                None => slot.arrived.event(),
+            };
+            shard
+                .copies
+                .receive(&mut self.program, local, arrived, slot);
+        }
+    }
+
+    /// Waits until `region`'s latest version is final and held here, then calls `f` on it.
+    /// Collective: every rank calls it (each gets the value; the ranks that do not hold it
+    /// get a copy).
+    pub fn with<T, R>(
+        &mut self,
+        region: &Region<T>,
+        f: impl FnOnce(&T) -> R,
+    ) -> Result<R, TaskFailed> {
+        for rank in 0..self.job.ranks() {
+            self.bring(region.index(), rank, 0);
+        }
+        self.program.with(region, f)
+    }
+
+    /// Starts recording (or replaying) trace `id` on this rank's program: each rank traces
+    /// its own share, the copies' arrivals as outside events. See [`Program::begin_trace`].
+    pub fn begin_trace(&mut self, id: u64) -> Result<(), TraceError> {
+        self.program.begin_trace(id)
+    }
+
+    /// Ends the trace: see [`Program::end_trace`].
+    pub fn end_trace(&mut self) -> Result<Event, TraceError> {
+        self.program.end_trace()
+    }
+
+    /// Waits for every task this rank launched; the first failure, if one failed.
+    pub fn finish(&mut self) -> Result<(), TaskFailed> {
+        self.program.finish()
+    }
+
+    /// Copies this rank sent or received so far.
+    pub fn copies(&self) -> u64 {
+        self.copies
+    }
+
+    /// This rank's program (its own launches, statistics).
+    pub fn local(&self) -> &Program {
+        &self.program
+    }
+}
