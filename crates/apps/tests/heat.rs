@@ -25,11 +25,8 @@ fn on_threads(ranks: usize, workers: usize, p: Params) -> Vec<heat::Outcome> {
             .iter()
             .map(|job: &Arc<Job>| {
                 s.spawn(move || {
-                    let rt = tactor::Runtime::builder()
-                        .workers(workers)
-                        .pin(false)
-                        .poller(job.clone())
-                        .build()
+                    let rt = job
+                        .runtime(tactor::Runtime::builder().workers(workers).pin(false))
                         .unwrap();
                     heat::run(&rt, job, p).unwrap()
                 })
@@ -73,21 +70,16 @@ fn odd_steps_and_one_cell_blocks_too() {
 
 #[cfg(feature = "mpi")]
 fn mpirun(np: usize, launcher: &[&str], env: &[(&str, &str)], args: &str) -> Output {
-    let mut c = Command::new("mpirun");
-    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe")
-        .args(launcher);
-    for (k, v) in env {
-        c.args(["-x", &format!("{k}={v}")]);
-    }
-    c.args(["-np", &np.to_string()])
-        .arg(env!("CARGO_BIN_EXE_heat"))
-        .args(args.split_whitespace());
-    let out = c.output().expect("mpirun not found: install openmpi-bin");
-    let _ = std::fs::remove_dir_all(session);
-    out
+    tactor_comm::launcher::run_mpirun(|c| {
+        c.args(launcher);
+        for (k, v) in env {
+            c.args(["-x", &format!("{k}={v}")]);
+        }
+        c.args(["-np", &np.to_string()])
+            .arg(env!("CARGO_BIN_EXE_heat"))
+            .args(args.split_whitespace());
+    })
+    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
 }
 
 #[test]

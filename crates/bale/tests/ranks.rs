@@ -187,23 +187,18 @@ fn a_check_that_fails_on_one_rank_fails_the_job_named_by_that_rank() {
 
 /// `bale` with each rank started apart (MPMD), in its own directory with its own arguments.
 fn mpirun_apart(ranks: &[(&std::path::Path, &str)]) -> Output {
-    let mut c = Command::new("mpirun");
-    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe");
-    for (i, (dir, args)) in ranks.iter().enumerate() {
-        if i > 0 {
-            c.arg(":");
+    tactor_comm::launcher::run_mpirun(|c| {
+        for (i, (dir, args)) in ranks.iter().enumerate() {
+            if i > 0 {
+                c.arg(":");
+            }
+            c.args(["-np", "1", "-wdir"])
+                .arg(dir)
+                .arg(env!("CARGO_BIN_EXE_bale"))
+                .args(args.split_whitespace());
         }
-        c.args(["-np", "1", "-wdir"])
-            .arg(dir)
-            .arg(env!("CARGO_BIN_EXE_bale"))
-            .args(args.split_whitespace());
-    }
-    let out = c.output().expect("mpirun");
-    let _ = std::fs::remove_dir_all(session);
-    out
+    })
+    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
 }
 
 /// A failure on one rank only — its input file missing on its host, its own arguments — ends

@@ -51,6 +51,31 @@ fn launcher_count(vars: &[&str]) -> Option<usize> {
         .find_map(|k| std::env::var(k).ok()?.trim().parse::<usize>().ok())
 }
 
+/// Runs Open MPI's `mpirun` as a program or a test starts a job: allowed as root,
+/// oversubscribed (more ranks than cores), in a session directory of its own (removed after);
+/// `args` adds the rest (ranks, programs) before it runs. Waits for the job's end.
+///
+/// ```no_run
+/// let out = tactor_comm::launcher::run_mpirun(|c| {
+///     c.args(["-np", "2", "hostname"]);
+/// })
+/// .unwrap();
+/// assert!(out.status.success());
+/// ```
+pub fn run_mpirun(
+    args: impl FnOnce(&mut std::process::Command),
+) -> std::io::Result<std::process::Output> {
+    let mut c = std::process::Command::new("mpirun");
+    let session = private_session(&mut c)?;
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .arg("--oversubscribe");
+    args(&mut c);
+    let out = c.output();
+    let _ = std::fs::remove_dir_all(session);
+    out
+}
+
 /// Makes `cmd` (an Open MPI `mpirun`) keep its session files in a directory of its own, so
 /// that several `mpirun`s may run at once (tests run in parallel). Open MPI 4 keeps every job
 /// of a user under one `/tmp/ompi.<host>.<uid>` and a job that ends removes it, while one that

@@ -405,25 +405,20 @@ type Env<'a> = &'a [(&'a str, &'a str)];
 /// Ranks started differently (MPMD: `mpirun -np 1 A : -np 1 B`), each an argument string and
 /// the `-x` variables of its own.
 fn run_apart(ranks: &[(&str, Env)]) -> Output {
-    let mut c = Command::new("mpirun");
-    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe");
-    for (i, (args, env)) in ranks.iter().enumerate() {
-        if i > 0 {
-            c.arg(":");
+    tactor_comm::launcher::run_mpirun(|c| {
+        for (i, (args, env)) in ranks.iter().enumerate() {
+            if i > 0 {
+                c.arg(":");
+            }
+            c.args(["-np", "1"]);
+            for (k, v) in *env {
+                c.args(["-x", &format!("{k}={v}")]);
+            }
+            c.arg(env!("CARGO_BIN_EXE_taskbench"))
+                .args(args.split_whitespace());
         }
-        c.args(["-np", "1"]);
-        for (k, v) in *env {
-            c.args(["-x", &format!("{k}={v}")]);
-        }
-        c.arg(env!("CARGO_BIN_EXE_taskbench"))
-            .args(args.split_whitespace());
-    }
-    let out = c.output().expect("mpirun");
-    let _ = std::fs::remove_dir_all(session);
-    out
+    })
+    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
 }
 
 /// Ranks that were started with other arguments, other worker counts, another transport

@@ -63,11 +63,7 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(2);
     }
-    let rt = match tactor::Runtime::builder()
-        .workers(workers)
-        .poller(job.clone())
-        .build()
-    {
+    let rt = match job.runtime(tactor::Runtime::builder().workers(workers)) {
         Ok(rt) => rt,
         Err(e) => {
             job.fail(&format!("could not start {workers} workers: {e}"));

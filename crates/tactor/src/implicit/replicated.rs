@@ -199,8 +199,8 @@ const PORT: u16 = crate::job::PORT_IMPLICIT;
 /// use tactor::implicit::{read, read_write, Replicated};
 /// use tactor::{job::Job, Runtime};
 ///
-/// let job = Job::builder().join().unwrap(); // a job of one here; the same under mpirun
-/// let rt = Runtime::builder().workers(2).pin(false).poller(job.clone()).build().unwrap();
+/// let job = Job::launched().unwrap(); // a job of one here; under mpirun, the launcher's
+/// let rt = job.runtime(Runtime::builder().workers(2).pin(false)).unwrap();
 /// let mut p = Replicated::new(&rt, &job);
 /// let n = p.workers(); // every worker of the job
 /// let parts: Vec<_> = (0..n).map(|w| p.region(w, vec![w as u64; 4])).collect();
@@ -230,7 +230,7 @@ pub struct Replicated {
 
 impl Replicated {
     /// A program over `job`'s ranks whose tasks run on `handle`'s runtime (one of the same
-    /// size on every rank, with `job` among its pollers so that idle workers progress the
+    /// size on every rank, started by [`Job::runtime`] so that idle workers progress the
     /// network). Every rank makes it, in the same order as its other replicated programs.
     ///
     /// # Panics

@@ -249,6 +249,35 @@ impl Job {
         }
     }
 
+    /// This process's job: the launcher's, joined now with the defaults of
+    /// [`Job::builder`] if it was not yet (when a launcher started several ranks), or a job
+    /// of one. What a program that needs nothing special calls first, before it starts
+    /// threads of its own.
+    ///
+    /// ```
+    /// let job = tactor::job::Job::launched().unwrap();
+    /// let rt = job.runtime(tactor::Runtime::builder().workers(2).pin(false)).unwrap();
+    /// assert_eq!(rt.workers(), 2);
+    /// ```
+    pub fn launched() -> Result<Arc<Job>, JobError> {
+        match Job::joined() {
+            Some(job) => Ok(job),
+            None => Job::builder().join(),
+        }
+    }
+
+    /// Starts the runtime `builder` describes with this job's network among what its idle
+    /// workers poll (when the job has other ranks), so that messages to the job's ports
+    /// keep arriving while its workers wait.
+    pub fn runtime(self: &Arc<Self>, builder: crate::Builder) -> std::io::Result<crate::Runtime> {
+        let builder = if self.ranks() > 1 {
+            builder.poller(self.clone())
+        } else {
+            builder
+        };
+        builder.build()
+    }
+
     /// The launcher's job this process joined, while it lasts (`None` for a process on its
     /// own, whose jobs of one are not registered).
     pub fn joined() -> Option<Arc<Job>> {
