@@ -462,11 +462,8 @@ fn main() -> ExitCode {
         Err(e) => {
             if !e.is_empty() && (!other_rank || e.starts_with(apps::RANK_ERROR)) {
                 tactor_cli::say!("error: {e}");
-            } else if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
-                tactor_cli::signals::silence();
-                // A launcher ends the job at the first rank that exits: give the rank that
-                // reports to print.
-                std::thread::sleep(std::time::Duration::from_secs(2));
+            } else {
+                tactor_cli::signals::let_another_rank_speak();
             }
             ExitCode::FAILURE
         }

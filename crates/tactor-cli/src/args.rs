@@ -110,8 +110,7 @@ pub fn parse<P: clap::Parser>() -> P {
                 std::process::exit(1);
             }
             if quiet && code != 0 {
-                crate::signals::silence();
-                std::thread::sleep(std::time::Duration::from_secs(1));
+                crate::signals::let_another_rank_speak();
             }
             std::process::exit(code)
         }

@@ -66,6 +66,25 @@ pub fn silence() {
     SILENT.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// How long a rank that ends quietly waits for the one that reports why
+/// ([`let_another_rank_speak`]).
+pub const SPEAKER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// For a rank of a failing job that has nothing to say (another rank reports the failure):
+/// silences terminating signals and waits [`SPEAKER_GRACE`] before the caller exits, since a
+/// launcher ends the whole job at the first rank that exits, and the speaker must get its
+/// line out first. Returns at once for a process on its own.
+///
+/// ```
+/// tactor_cli::signals::let_another_rank_speak(); // on its own: no wait
+/// ```
+pub fn let_another_rank_speak() {
+    if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
+        silence();
+        std::thread::sleep(SPEAKER_GRACE);
+    }
+}
+
 /// Runs `join` (a rank joining its job) with terminating signals silenced, and speaks again
 /// only if it worked: a join that fails ends every rank at once, and the launcher may stop
 /// this rank while another prints why.

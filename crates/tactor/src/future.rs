@@ -113,6 +113,18 @@ impl<T> Promise<T> {
         (Promise { user, value }, future)
     }
 
+    /// Poisons the future with `reason` instead of setting it: its readers and dependents get
+    /// a [`TaskFailed`](crate::TaskFailed) that says it (a value that failed elsewhere).
+    ///
+    /// ```
+    /// let (promise, future) = tactor::Promise::<u8>::new();
+    /// promise.fail("the other rank failed");
+    /// assert!(future.get().unwrap_err().to_string().contains("the other rank failed"));
+    /// ```
+    pub fn fail(self, reason: &str) {
+        let _ = self.user.poison(reason);
+    }
+
     /// Sets the value and triggers the future's event.
     pub fn set(self, value: T) {
         // A promise is set once: it is consumed here, so the cell is empty.

@@ -419,11 +419,9 @@ pub fn main() -> ExitCode {
         Err(f) => {
             if !f.message.is_empty() {
                 tactor_cli::say!("error: {}", f.message);
-            } else if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
-                tactor_cli::signals::silence();
-                // Rank 0 prints the line every rank found (`Failure::once`); a launcher ends
-                // the job at the first rank that exits, so the others give it time to print.
-                std::thread::sleep(std::time::Duration::from_secs(2));
+            } else {
+                // Another rank prints the line (`Failure::once`, a verdict, a failed rank).
+                tactor_cli::signals::let_another_rank_speak();
             }
             ExitCode::from(f.code)
         }

@@ -43,7 +43,7 @@ fn main() -> ExitCode {
             if e.speaks(rank) {
                 tactor_cli::say!("error: {e}");
             } else {
-                std::thread::sleep(std::time::Duration::from_secs(2));
+                tactor_cli::signals::let_another_rank_speak();
             }
             return ExitCode::from(2);
         }

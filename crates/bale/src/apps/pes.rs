@@ -176,8 +176,7 @@ fn or_quit<T>(r: Result<T, JobError>) -> T {
         if let Some(j) = tactor::job::Job::joined().filter(|j| e.speaks(j.rank())) {
             j.fail(&e.to_string());
         }
-        tactor_cli::signals::silence();
-        std::thread::sleep(std::time::Duration::from_secs(2));
+        tactor_cli::signals::let_another_rank_speak();
         std::process::exit(1)
     })
 }

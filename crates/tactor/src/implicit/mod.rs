@@ -56,6 +56,7 @@ mod region;
 mod replicated;
 mod trace;
 
+pub use crate::job::Wire;
 pub use access::{
     constant, read, read_write, reduce, write, Access, Const, Inputs, Outputs, Read, ReadList,
     ReadWrite, Reduce, Reducer, Write,
@@ -63,7 +64,7 @@ pub use access::{
 pub use auto::MIN_FRAGMENT;
 pub use index::ConstRef;
 pub use region::{Constant, Reduction, Region, Sum};
-pub use replicated::{Replicated, Wire};
+pub use replicated::Replicated;
 pub use trace::TraceError;
 
 use crate::event::Event;

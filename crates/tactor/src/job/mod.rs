@@ -26,15 +26,19 @@
 
 mod collective;
 mod ports;
+mod spmd;
+mod wire;
 
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
+pub use spmd::{Spmd, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tactor_comm::agree::{Joining, Verdict};
 use tactor_comm::{loopback::Loopback, CommError, Completion, Message, Transport};
+pub use wire::Wire;
 
 pub use tactor_comm::Reduce;
 
@@ -48,6 +52,8 @@ pub const FIRST_PORT: u16 = 8;
 pub(crate) const PORT_ACTORS: u16 = 2;
 /// The port of replicated implicit programs' copies ([`crate::implicit::Replicated`]).
 pub(crate) const PORT_IMPLICIT: u16 = 3;
+/// The port of futures across ranks ([`Spmd`]).
+pub(crate) const PORT_FUTURES: u16 = 4;
 
 pub use tactor_comm::buffer;
 

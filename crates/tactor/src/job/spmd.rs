@@ -1,0 +1,287 @@
+//! Futures across the ranks of a job, by control replication: every rank runs the same program
+//! and makes the same [`Spmd::spawn`]s; each runs on the rank that owns the worker it names,
+//! and its value reaches another rank only when a spawn there takes it as an input — one
+//! message per value and rank, sent when the value is ready, carrying the value (or the
+//! failure that poisoned it, so that poison crosses ranks too).
+
+use super::Wire;
+use super::{Job, OpenPort, PORT_FUTURES};
+use crate::{Future, Handle, Placement, Promise, TaskFailed};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A value that a spawn of an [`Spmd`] program makes: the same handle on every rank, its value
+/// held by the rank that computed it and by the ranks it was copied to.
+pub struct Value<T> {
+    id: u64,
+    home: usize,
+    /// Per rank, whether it holds the value (or will: its copy is on the way); the same record
+    /// on every rank.
+    held: Arc<Mutex<Vec<bool>>>,
+    /// This rank's future of it, once this rank holds it.
+    here: Arc<Mutex<Option<Future<T>>>>,
+}
+
+impl<T> Clone for Value<T> {
+    fn clone(&self) -> Self {
+        Value {
+            id: self.id,
+            home: self.home,
+            held: self.held.clone(),
+            here: self.here.clone(),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Value<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Value({} at rank {})", self.id, self.home)
+    }
+}
+
+/// What takes a copy when it arrives: its bytes, or why it failed.
+type Opener = Box<dyn FnOnce(Result<&[u8], &str>) + Send>;
+
+/// What a copy message's first byte says.
+const VALUE: u8 = 0;
+const POISON: u8 = 1;
+
+/// Copies of values that arrived before this rank asked for them, or promises waiting for them.
+#[derive(Default)]
+struct Inbox {
+    waiting: HashMap<u64, Opener>,
+    early: HashMap<u64, Vec<u8>>,
+    failed: Option<String>,
+}
+
+impl Inbox {
+    fn arrive(inbox: &Mutex<Inbox>, id: u64, data: Vec<u8>) {
+        let mut i = inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        match i.waiting.remove(&id) {
+            Some(open) => {
+                drop(i);
+                open_with(open, &data)
+            }
+            None => {
+                i.early.insert(id, data);
+            }
+        }
+    }
+}
+
+fn open_with(open: Opener, data: &[u8]) {
+    match data.split_first() {
+        Some((&VALUE, bytes)) => open(Ok(bytes)),
+        Some((_, why)) => open(Err(&String::from_utf8_lossy(why))),
+        None => open(Err("an empty copy arrived")),
+    }
+}
+
+/// A program of futures over the ranks of a [`Job`]. Every rank makes the same calls.
+///
+/// ```
+/// use tactor::job::{Job, Spmd};
+/// use tactor::Runtime;
+///
+/// let job = Job::launched().unwrap(); // a job of one here; under mpirun, the launcher's
+/// let rt = job.runtime(Runtime::builder().workers(2).pin(false)).unwrap();
+/// let mut s = Spmd::new(&rt, &job);
+/// let last = s.workers() - 1;
+/// let a = s.spawn(0, &[], |_| 20u64);
+/// let b = s.spawn(last, &[&a], |ins| ins[0] + 1); // on the last rank: `a` is copied there
+/// let c = s.spawn(0, &[&a, &b], |ins| ins[0] + ins[1]);
+/// assert_eq!(s.get(&c).unwrap(), 41); // every rank gets it
+/// ```
+pub struct Spmd {
+    handle: Handle,
+    job: Arc<Job>,
+    local: usize,
+    next: u64,
+    inbox: Arc<Mutex<Inbox>>,
+    /// The tasks that send this rank's values to other ranks, not yet waited for: a rank
+    /// must not end (its runtime cancelling them) while another waits for their messages.
+    sends: Vec<crate::Event>,
+    _port: OpenPort,
+}
+
+impl Drop for Spmd {
+    /// Waits until this rank sent every value another rank asked for.
+    fn drop(&mut self) {
+        let _ = crate::Event::merge(&self.sends).wait();
+    }
+}
+
+impl Spmd {
+    /// A program over `job`'s ranks on `handle`'s runtime (started by [`Job::runtime`], the
+    /// same size on every rank). Every rank makes it.
+    ///
+    /// # Panics
+    /// If another one of this job is still alive.
+    pub fn new(handle: &Handle, job: &Arc<Job>) -> Spmd {
+        let inbox = Arc::new(Mutex::new(Inbox::default()));
+        let deliver = inbox.clone();
+        let port = job
+            .open_reserved(
+                PORT_FUTURES,
+                Arc::new(move |m| {
+                    let id = u64::from_le_bytes(m.data[..8].try_into().expect("an id"));
+                    Inbox::arrive(&deliver, id, m.data[8..].to_vec());
+                }),
+            )
+            .expect("one Spmd program at a time in a job");
+        let poison = Arc::downgrade(&inbox);
+        job.on_failure(Box::new(move |rank| {
+            if let Some(inbox) = poison.upgrade() {
+                let why = format!("rank {rank} failed");
+                let waiting = {
+                    let mut i = inbox.lock().unwrap_or_else(PoisonError::into_inner);
+                    i.failed = Some(why.clone());
+                    std::mem::take(&mut i.waiting)
+                };
+                for open in waiting.into_values() {
+                    open(Err(&why));
+                }
+            }
+        }));
+        Spmd {
+            handle: handle.clone(),
+            job: job.clone(),
+            local: handle.workers(),
+            next: 0,
+            inbox,
+            sends: Vec::new(),
+            _port: port,
+        }
+    }
+
+    /// Workers of the whole job: what [`Spmd::spawn`] names (worker `w` is worker `w % W` of
+    /// rank `w / W`).
+    pub fn workers(&self) -> usize {
+        self.local * self.job.ranks()
+    }
+
+    /// Runs `task` on job-wide worker `worker` once `inputs` are ready, with their values;
+    /// returns the value it makes. On other ranks only the bookkeeping happens (and the sends
+    /// of the inputs this rank holds).
+    ///
+    /// # Panics
+    /// If `worker` is not a worker of the job.
+    pub fn spawn<T, F>(&mut self, worker: usize, inputs: &[&Value<T>], task: F) -> Value<T>
+    where
+        T: Wire + Clone + Default,
+        F: FnOnce(&[T]) -> T + Send + 'static,
+    {
+        assert!(
+            worker < self.workers(),
+            "worker {worker} is not one of the job's {} workers",
+            self.workers()
+        );
+        let rank = worker / self.local;
+        for v in inputs {
+            self.bring(v, rank);
+        }
+        let id = self.next;
+        self.next += 1;
+        let mut held = vec![false; self.job.ranks()];
+        held[rank] = true;
+        let here = (rank == self.job.rank()).then(|| {
+            let futures: Vec<Future<T>> = inputs.iter().map(|v| local(v)).collect();
+            let after: Vec<_> = futures.iter().map(|f| f.event().clone()).collect();
+            self.handle
+                .spawn(Placement::Worker(worker % self.local), &after, move || {
+                    let values: Vec<T> = futures
+                        .iter()
+                        .map(|f| f.get().expect("inputs ran").clone())
+                        .collect();
+                    task(&values)
+                })
+        });
+        Value {
+            id,
+            home: rank,
+            held: Arc::new(Mutex::new(held)),
+            here: Arc::new(Mutex::new(here)),
+        }
+    }
+
+    /// Makes `rank` hold `v`: its home sends it there once it is ready, and there a promise
+    /// waits for it.
+    fn bring<T: Wire + Clone + Default>(&mut self, v: &Value<T>, rank: usize) {
+        {
+            let mut held = v.held.lock().unwrap_or_else(PoisonError::into_inner);
+            if held[rank] {
+                return;
+            }
+            held[rank] = true;
+        }
+        let me = self.job.rank();
+        if me == v.home {
+            let (job, id, from) = (self.job.clone(), v.id, local(v));
+            let channel = 0;
+            // Not a precondition: a value that failed must be sent too (as its poison).
+            let sent = self.handle.launch(Placement::Any, &[], move || {
+                let mut msg = crate::job::buffer(9);
+                msg.extend_from_slice(&id.to_le_bytes());
+                match from.get() {
+                    Ok(value) => {
+                        msg.push(VALUE);
+                        value.encode(&mut msg);
+                    }
+                    Err(e) => {
+                        msg.push(POISON);
+                        msg.extend_from_slice(e.to_string().as_bytes());
+                    }
+                }
+                job.send(channel, rank, PORT_FUTURES, msg);
+            });
+            self.sends.retain(|e| !e.has_triggered());
+            self.sends.push(sent);
+        } else if me == rank {
+            let (promise, future) = Promise::<T>::new();
+            *v.here.lock().unwrap_or_else(PoisonError::into_inner) = Some(future);
+            let open: Opener = Box::new(move |got| match got {
+                Ok(bytes) => {
+                    let mut value = T::default();
+                    value.decode(bytes);
+                    promise.set(value);
+                }
+                Err(why) => promise.fail(why),
+            });
+            let mut i = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(why) = i.failed.clone() {
+                drop(i);
+                return open(Err(&why));
+            }
+            match i.early.remove(&v.id) {
+                Some(data) => {
+                    drop(i);
+                    open_with(open, &data)
+                }
+                None => {
+                    i.waiting.insert(v.id, open);
+                }
+            }
+        }
+    }
+
+    /// `v`'s value, on every rank (each rank that does not hold it gets a copy). Collective:
+    /// every rank calls it.
+    pub fn get<T: Wire + Clone + Default>(&mut self, v: &Value<T>) -> Result<T, TaskFailed> {
+        for rank in 0..self.job.ranks() {
+            self.bring(v, rank);
+        }
+        let value = local(v).get().cloned();
+        // The other ranks' copies leave before this rank goes on (and perhaps ends).
+        let _ = crate::Event::merge(&std::mem::take(&mut self.sends)).wait();
+        value
+    }
+}
+
+/// This rank's future of `v` (it holds it: its home, or a copy was brought).
+fn local<T>(v: &Value<T>) -> Future<T> {
+    v.here
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .expect("a value this rank holds")
+}
