@@ -18,7 +18,14 @@ the counted files define themselves, or that the standard library uses for every
 not counted). For a C or C++ reference: distinct `MPI_Xxx` functions and types (constants, all
 capitals, are not constructs).
 
-Usage: scripts/productivity.py [--reference DIR] [--markdown]
+With --apps, the applications instead (issue 40): each of `tactor-apps`' solvers (its module
+and the block helpers it uses; the command that parses and reports, shared by both, on a row of
+its own), beside PRK's MPI1 Stencil (`--prk DIR`, a checkout of ParRes/Kernels) and PETSc's ex23
+driver (`--petsc-ex23 FILE`), counted the same way; a C program's constructs are its distinct
+`MPI_Xxx` names, or PETSc's `Petsc/Vec/Mat/KSP/PC` functions and types.
+
+Usage: scripts/productivity.py [--reference DIR]
+       scripts/productivity.py --apps [--prk DIR] [--petsc-ex23 FILE]
   DIR: a checkout of StanfordLegion/task-bench (counts mpi/nonblock.cc, mpi/bulk_synchronous.cc).
 """
 import argparse
@@ -170,10 +177,46 @@ def reference_rows(ref):
     return rows
 
 
+def c_row(name, path, pattern):
+    lines = code_lines(path)
+    return (name, len(lines), len(set(re.findall(pattern, "\n".join(lines)))),
+            [os.path.basename(path)])
+
+
+def apps_rows(args):
+    apps = os.path.join(ROOT, "crates", "apps", "src")
+    methods = public_methods()
+    rows = []
+    for name, files in (("tactor-apps stencil", ["stencil.rs", "blocks.rs"]),
+                        ("tactor-apps cg", ["cg.rs", "blocks.rs"]),
+                        ("tactor-apps command (both)", ["bin/tactor-apps.rs"])):
+        lines = [l for f in files for l in code_lines(os.path.join(apps, f))]
+        rows.append((name, len(lines), len(constructs(lines, methods)), files))
+    if args.prk:
+        path = os.path.join(args.prk, "MPI1", "Stencil", "stencil.c")
+        if not os.path.exists(path):
+            sys.exit(f"error: --prk {args.prk}: no MPI1/Stencil/stencil.c there")
+        rows.append(c_row("PRK MPI1 Stencil", path, r"\bMPI_[A-Z][a-z]\w*"))
+    if args.petsc_ex23:
+        if not os.path.exists(args.petsc_ex23):
+            sys.exit(f"error: --petsc-ex23 {args.petsc_ex23}: no such file")
+        rows.append(c_row("PETSc ex23", args.petsc_ex23, r"\b(?:Petsc|Vec|Mat|KSP|PC)[A-Z]\w*"))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", help="a checkout of StanfordLegion/task-bench")
+    ap.add_argument("--apps", action="store_true", help="count the applications instead")
+    ap.add_argument("--prk", help="a checkout of ParRes/Kernels (with --apps)")
+    ap.add_argument("--petsc-ex23", help="PETSc's src/ksp/ksp/tutorials/ex23.c (with --apps)")
     args = ap.parse_args()
+    if args.apps:
+        print("| program | lines of code | library constructs | files counted |")
+        print("|---|---|---|---|")
+        for name, loc, nlc, files in apps_rows(args):
+            print(f"| {name} | {loc} | {nlc} | {', '.join(files)} |")
+        return
     if args.reference and not os.path.isdir(args.reference):
         sys.exit(f"error: --reference {args.reference}: no such folder")
     methods = public_methods()

@@ -2,4 +2,8 @@
 //! and on the ranks of a job, each checking its answer.
 
 #![warn(missing_docs)]
+pub mod blocks;
+pub mod cg;
 pub mod heat;
+pub mod stencil;
+pub mod study;

@@ -19,4 +19,5 @@
 pub mod args;
 pub mod limits;
 pub mod output;
+pub mod plot;
 pub mod signals;

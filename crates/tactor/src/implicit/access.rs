@@ -9,7 +9,7 @@ use super::region::{Cell, OpId, Reduction, Region, RegionKey};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::MutexGuard;
+use std::sync::{Mutex, PoisonError};
 
 /// How a task uses a region.
 #[doc(hidden)]
@@ -175,14 +175,15 @@ pub fn reduce<R: Reduction<T>, T>(r: &Region<T>) -> Reduce<R, T> {
 
 /// What a reducing task gets: it can only fold values in with the declared operator.
 ///
-/// It holds the region as a raw pointer, not a `&mut T`: a reference inside a value passed to
-/// the task would stay protected until the task returns, after the reducer (and with it the
-/// group's lock) was dropped — another member of the group then writing the region would
-/// break the aliasing rules (Miri's tree borrows saw it). The pointer is used only under the
-/// lock, in [`Reducer::apply`].
+/// The tasks of one group run at the same time; only their [`Reducer::apply`] calls take
+/// the group's lock, one at a time (a task that computes its value first, as a dot product
+/// does, holds nobody up while it computes). It holds the region as a raw pointer, not a
+/// `&mut T`: a reference inside a value passed to the task would stay protected until the
+/// task returns, while another member of the group writes the region (Miri's tree borrows
+/// saw it). The pointer is used only under the lock, in [`Reducer::apply`].
 pub struct Reducer<'a, T, R> {
     data: *mut T,
-    _exclusive: MutexGuard<'a, ()>,
+    lock: &'a Mutex<()>,
     _op: PhantomData<fn() -> R>,
     _region: PhantomData<&'a mut T>,
 }
@@ -190,9 +191,12 @@ pub struct Reducer<'a, T, R> {
 impl<T, R: Reduction<T>> Reducer<'_, T, R> {
     /// Folds `value` into the region.
     pub fn apply(&mut self, value: R::Value) {
-        // SAFETY: `data` points into the region's cell, alive for `'a`; this reducer holds
-        // the group's lock, so no other task uses the region while the reference lives (it
-        // ends with this call).
+        // A reducer that panicked left a value the group's result is poisoned for anyway.
+        let _exclusive = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: `data` points into the region's cell, alive for `'a`; only the tasks of
+        // this group use the region now (the analysis ordered every other access before or
+        // after them), and each of them reaches it only here, under the group's lock, held
+        // until the reference ends with this call.
         R::apply(unsafe { &mut *self.data }, value);
     }
 }
@@ -276,7 +280,7 @@ impl<R: Reduction<T>, T: Send + Sync + 'static> Access for Reduce<R, T> {
     fn declare(&self, out: &mut Vec<Declared>) {
         out.push(Declared {
             region: self.0.key,
-            mode: Mode::Reduce(OpId::of::<R>()),
+            mode: Mode::Reduce(OpId::reducing::<R, T>()),
         });
     }
     #[inline]
@@ -284,20 +288,18 @@ impl<R: Reduction<T>, T: Send + Sync + 'static> Access for Reduce<R, T> {
         recorded.next().is_some_and(|d| {
             *d == Declared {
                 region: self.0.key,
-                mode: Mode::Reduce(OpId::of::<R>()),
+                mode: Mode::Reduce(OpId::reducing::<R, T>()),
             }
         })
     }
     unsafe fn get(&self) -> Reducer<'_, T, R> {
         // SAFETY: by `get`'s contract the cell is alive.
         let cell = unsafe { self.0.cell() };
-        // A reducer that panicked left a value the group's result is poisoned for anyway.
-        let guard = cell.reducing.lock().unwrap_or_else(|p| p.into_inner());
         Reducer {
             // By `get`'s contract only the tasks of this reduction group may use the region
             // now, and they hold `reducing` while they use it (`apply`).
             data: cell.value.get(),
-            _exclusive: guard,
+            lock: &cell.reducing,
             _op: PhantomData,
             _region: PhantomData,
         }

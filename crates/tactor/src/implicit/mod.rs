@@ -63,7 +63,7 @@ pub use access::{
 };
 pub use auto::MIN_FRAGMENT;
 pub use index::ConstRef;
-pub use region::{Constant, Reduction, Region, Sum};
+pub use region::{Constant, Partials, Reduction, Region, Sum};
 pub use replicated::Replicated;
 pub use trace::TraceError;
 

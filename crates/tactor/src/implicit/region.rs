@@ -1,7 +1,7 @@
 //! Regions: data that tasks share, owned by the runtime, reachable only through declared
 //! accesses.
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -20,13 +20,13 @@ pub struct RegionKey {
 #[repr(C)]
 pub(crate) struct Cell<T> {
     pub(crate) value: UnsafeCell<T>,
-    /// Held by a reducing task while it runs: reductions of one group are not ordered among
-    /// themselves, only made exclusive.
+    /// Held by a reducing task while it applies a value: the tasks of one group run at once
+    /// and in no order; their applications are made exclusive.
     pub(crate) reducing: Mutex<()>,
 }
 
 // SAFETY: `value` is shared across threads only as the analysis allows: several `&T` at
-// once (readers, hence `T: Sync`) or one `&mut T` (a writer or the reducer holding
+// once (readers, hence `T: Sync`) or one `&mut T` (a writer, or a reducer while it holds
 // `reducing`, hence `T: Send`), never both.
 unsafe impl<T: Send + Sync> Sync for Cell<T> {}
 
@@ -131,7 +131,52 @@ pub trait Reduction<T>: 'static {
     type Value;
     /// Folds `value` into `data`.
     fn apply(data: &mut T, value: Self::Value);
+    /// How partial results combine, for reductions whose tasks run on several ranks of a job
+    /// ([`Replicated`](super::Replicated)); `None` (the default): this reduction stays on one
+    /// rank.
+    fn partials() -> Option<Partials<T>> {
+        None
+    }
 }
+
+/// How partial results of a reduction combine. Across the ranks of a job, each rank whose
+/// tasks reduce into a region folds them into a partial result started from `identity`
+/// (the rank that held the region's value folds into that value), and the partials are then
+/// folded together with `fold`, in rank order on every rank, so every rank gets the same
+/// bits.
+///
+/// ```
+/// use tactor::implicit::{Partials, Reduction};
+///
+/// struct Max;
+/// impl Reduction<f64> for Max {
+///     type Value = f64;
+///     fn apply(data: &mut f64, value: f64) {
+///         *data = data.max(value);
+///     }
+///     fn partials() -> Option<Partials<f64>> {
+///         Some(Partials { identity: || f64::NEG_INFINITY, fold: |a, b| *a = a.max(b) })
+///     }
+/// }
+/// let p = Max::partials().unwrap();
+/// let mut m = (p.identity)();
+/// (p.fold)(&mut m, 2.5);
+/// assert_eq!(m, 2.5);
+/// ```
+pub struct Partials<T> {
+    /// The value that folds to no change.
+    pub identity: fn() -> T,
+    /// Folds the second partial result into the first.
+    pub fold: fn(&mut T, T),
+}
+
+impl<T> Clone for Partials<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Partials<T> {}
 
 /// Addition, for every `T: AddAssign`.
 ///
@@ -149,10 +194,16 @@ pub trait Reduction<T>: 'static {
 /// ```
 pub struct Sum;
 
-impl<T: std::ops::AddAssign> Reduction<T> for Sum {
+impl<T: std::ops::AddAssign + Default> Reduction<T> for Sum {
     type Value = T;
     fn apply(data: &mut T, value: T) {
         *data += value;
+    }
+    fn partials() -> Option<Partials<T>> {
+        Some(Partials {
+            identity: T::default,
+            fold: |a, b| *a += b,
+        })
     }
 }
 
@@ -163,6 +214,8 @@ impl<T: std::ops::AddAssign> Reduction<T> for Sum {
 pub struct OpId {
     pub(crate) id: TypeId,
     pub(crate) name: &'static str,
+    /// The operator's [`Partials`] for the region's type, boxed (`None`: it has none).
+    pub(crate) partials: fn() -> Option<Box<dyn Any + Send>>,
 }
 
 impl PartialEq for OpId {
@@ -174,10 +227,25 @@ impl PartialEq for OpId {
 impl Eq for OpId {}
 
 impl OpId {
+    /// An operator known only by its type (no partials).
+    #[cfg(test)]
     pub(crate) fn of<R: 'static>() -> OpId {
         OpId {
             id: TypeId::of::<R>(),
             name: std::any::type_name::<R>(),
+            partials: || None,
+        }
+    }
+
+    /// The operator `R` reducing a region of `T`.
+    pub(crate) fn reducing<R: Reduction<T>, T: 'static>() -> OpId {
+        fn boxed<R: Reduction<T>, T: 'static>() -> Option<Box<dyn Any + Send>> {
+            R::partials().map(|p| Box::new(p) as Box<dyn Any + Send>)
+        }
+        OpId {
+            id: TypeId::of::<R>(),
+            name: std::any::type_name::<R>(),
+            partials: boxed::<R, T>,
         }
     }
 }

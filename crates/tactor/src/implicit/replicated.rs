@@ -4,15 +4,17 @@
 //! ([`Replicated`]).
 
 use super::access::{Access, Declared, Mode};
-use super::region::Region;
+use super::region::{OpId, Partials, Region};
 use super::{Program, TraceError};
 use crate::job::{Job, OpenPort, Wire};
 use crate::{Event, Handle, Placement, TaskFailed, UserEvent};
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Which copy a message carries: the region, and the version of it.
-type Key = (u32, u64);
+/// Which copy a message carries: the region, the version of it, and the rank that sent it
+/// (the partial results of a reduction are of one version, from several ranks).
+type Key = (u32, u64, u32);
 
 /// Copies that arrived, or that a launch waits for: whichever comes first makes the entry,
 /// the second removes it.
@@ -43,6 +45,17 @@ impl Inbox {
         s
     }
 
+    /// The slot of a copy this rank waits for, and the event of its arrival (poisoned at
+    /// once if a rank already failed).
+    fn expect(&self, key: Key) -> (Arc<Slot>, Event) {
+        let slot = self.slot(key);
+        if let Some(why) = &*self.failed.lock().unwrap_or_else(PoisonError::into_inner) {
+            let _ = slot.arrived.poison(why);
+        }
+        let arrived = slot.arrived.event();
+        (slot, arrived)
+    }
+
     fn deliver(&self, key: Key, data: Vec<u8>) {
         let s = self.slot(key);
         *s.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
@@ -67,14 +80,57 @@ struct Shard {
     version: u64,
     /// The rank, and its worker, that wrote it (or the first holder).
     home: (usize, usize),
+    /// The reduction group open on it, if one is.
+    group: Option<Group>,
     /// How this region's copies are launched (its type is known only here).
     copies: Box<dyn Copies>,
+}
+
+/// A reduction group whose tasks may run on several ranks: each rank that reduces keeps a
+/// partial result, and the partials are exchanged and folded when the group closes (the
+/// next access of another kind, or `with`), so every rank that reduced then holds the total
+/// (an all-reduce done by the runtime).
+struct Group {
+    op: OpId,
+    /// The operator's `Partials` for the region's type, boxed.
+    partials: Option<Box<dyn Any + Send>>,
+    /// Per rank, the worker that keeps its partial result, if it has one (the rank that held
+    /// the value when the group opened always has one: the value itself).
+    keeps: Vec<Option<usize>>,
 }
 
 /// The typed launches of a region's copies.
 trait Copies: Send {
     fn send(&self, p: &mut Program, worker: usize, job: &Arc<Job>, port: u16, to: usize, key: Key);
     fn receive(&self, p: &mut Program, worker: usize, arrived: Event, slot: Arc<Slot>);
+    /// Sets this rank's replica to the reduction's identity: its partial result starts there.
+    fn reset(&self, p: &mut Program, worker: usize, partials: &dyn Any);
+    /// Folds every rank's partial into this rank's replica once all arrived, in rank order:
+    /// `parts[r]` is `None` for this rank's own partial (the replica's value).
+    fn fold(
+        &self,
+        p: &mut Program,
+        worker: usize,
+        arrived: Event,
+        parts: Vec<Option<Arc<Slot>>>,
+        partials: &dyn Any,
+    );
+}
+
+/// The reduction's `Partials` for `T`, from a group's box.
+fn partials_of<T: 'static>(partials: &dyn Any) -> Partials<T> {
+    *partials
+        .downcast_ref::<Partials<T>>()
+        .expect("a reduction's partials are of its region's type")
+}
+
+/// The bytes that arrived in `slot`.
+fn arrived_bytes(slot: &Slot) -> Vec<u8> {
+    slot.data
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+        .expect("a copy that arrived has its bytes")
 }
 
 struct Typed<T>(Region<T>);
@@ -86,9 +142,10 @@ impl<T: Wire> Copies for Typed<T> {
             Placement::Worker(worker),
             super::read(&self.0),
             move |v: &T| {
-                let mut bytes = crate::job::buffer(12);
+                let mut bytes = crate::job::buffer(HEADER);
                 bytes.extend_from_slice(&key.0.to_le_bytes());
                 bytes.extend_from_slice(&key.1.to_le_bytes());
+                bytes.extend_from_slice(&key.2.to_le_bytes());
                 v.encode(&mut bytes);
                 job.send(worker, to, port, bytes);
             },
@@ -100,17 +157,52 @@ impl<T: Wire> Copies for Typed<T> {
             &arrived,
             Placement::Worker(worker),
             super::write(&self.0),
+            move |v: &mut T| v.decode(&arrived_bytes(&slot)),
+        );
+    }
+
+    fn reset(&self, p: &mut Program, worker: usize, partials: &dyn Any) {
+        let ops = partials_of::<T>(partials);
+        p.launch(
+            Placement::Worker(worker),
+            super::write(&self.0),
+            move |v: &mut T| *v = (ops.identity)(),
+        );
+    }
+
+    fn fold(
+        &self,
+        p: &mut Program,
+        worker: usize,
+        arrived: Event,
+        parts: Vec<Option<Arc<Slot>>>,
+        partials: &dyn Any,
+    ) {
+        let ops = partials_of::<T>(partials);
+        p.launch_after(
+            &arrived,
+            Placement::Worker(worker),
+            super::read_write(&self.0),
             move |v: &mut T| {
-                let data = slot
-                    .data
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-                v.decode(&data.expect("a copy that arrived has its bytes"));
+                let mut own = Some(std::mem::replace(v, (ops.identity)()));
+                for part in &parts {
+                    let partial = match part {
+                        None => own.take().expect("one partial of this rank's own"),
+                        Some(slot) => {
+                            let mut t = (ops.identity)();
+                            t.decode(&arrived_bytes(slot));
+                            t
+                        }
+                    };
+                    (ops.fold)(v, partial);
+                }
             },
         );
     }
 }
+
+/// A copy's header: the region (4 bytes), the version (8) and the sender (4).
+const HEADER: usize = 16;
 
 /// The port of replicated programs' copies (one such program at a time per process).
 const PORT: u16 = crate::job::PORT_IMPLICIT;
@@ -130,7 +222,10 @@ const PORT: u16 = crate::job::PORT_IMPLICIT;
 /// condition of the fragment), and a write to the replica waits for its earlier readers.
 /// A launch that writes a region makes its rank the only holder of the new version.
 ///
-/// Reductions are not distributed yet: a launch that reduces into a region panics.
+/// Reductions may run on several ranks: each rank that reduces keeps a partial result
+/// (started from the operator's identity, [`Reduction::partials`](super::Reduction::partials)), and the next access of
+/// another kind exchanges the partials and folds them, in rank order, on every rank that
+/// reduced — an all-reduce, one message per pair of those ranks.
 ///
 /// ```
 /// use tactor::implicit::{read, read_write, Replicated};
@@ -184,8 +279,8 @@ impl Replicated {
                         b[..n].copy_from_slice(&m.data[at..at + n]);
                         u64::from_le_bytes(b)
                     };
-                    let key = (word(0, 4) as u32, word(4, 8));
-                    deliver.deliver(key, m.data[12..].to_vec());
+                    let key = (word(0, 4) as u32, word(4, 8), word(12, 4) as u32);
+                    deliver.deliver(key, m.data[HEADER..].to_vec());
                 }),
             )
             .expect("one replicated program at a time in a process");
@@ -231,6 +326,7 @@ impl Replicated {
             holds: vec![true; self.job.ranks()],
             version: 0,
             home: (self.rank_of(worker), worker % self.local),
+            group: None,
             copies: Box::new(Typed(r.clone())),
         });
         r
@@ -240,8 +336,8 @@ impl Replicated {
     /// only record what it does), after the copies its reads need.
     ///
     /// # Panics
-    /// If `worker` is not a worker of the job, on a reduction, or as
-    /// [`Program::launch`].
+    /// If `worker` is not a worker of the job, on a reduction whose tasks run on several
+    /// ranks with an operator without [`Partials`], or as [`Program::launch`].
     #[track_caller]
     pub fn launch<A, F>(&mut self, worker: usize, access: A, task: F)
     where
@@ -259,9 +355,14 @@ impl Replicated {
         access.declare(&mut declared);
         for d in &declared {
             match d.mode {
-                Mode::Read | Mode::ReadWrite => self.bring(d.region.index, rank, local),
-                Mode::Reduce(_) => panic!("reductions are not distributed over ranks yet"),
-                Mode::Write | Mode::Constant => {}
+                Mode::Read | Mode::ReadWrite => {
+                    self.close(d.region.index);
+                    self.bring(d.region.index, rank, local);
+                }
+                Mode::Reduce(op) => self.reduce(d.region.index, op, rank, local),
+                // A write replaces whatever partial results a group left.
+                Mode::Write => self.shard(d.region.index).group = None,
+                Mode::Constant => {}
             }
         }
         if rank == self.job.rank() {
@@ -286,6 +387,112 @@ impl Replicated {
             .expect("a region of this replicated program")
     }
 
+    /// Adds a reduction on `rank` (its worker `local`) to `region`'s group, opening one (or
+    /// closing one of another operator first): a rank's first reducing task of the group
+    /// starts from the identity, unless the rank held the value.
+    fn reduce(&mut self, region: u32, op: OpId, rank: usize, local: usize) {
+        if self
+            .shard(region)
+            .group
+            .as_ref()
+            .is_some_and(|g| g.op != op)
+        {
+            self.close(region);
+        }
+        let me = self.job.rank();
+        let ranks = self.job.ranks();
+        let shard = self
+            .shards
+            .get_mut(region as usize)
+            .and_then(Option::as_mut)
+            .expect("a region of this replicated program");
+        let group = shard.group.get_or_insert_with(|| {
+            let mut keeps = vec![None; ranks];
+            keeps[shard.home.0] = Some(shard.home.1);
+            // The partials are a version of their own: no copy of the value before the group
+            // is mistaken for one of them.
+            shard.version += 1;
+            Group {
+                op,
+                partials: (op.partials)(),
+                keeps,
+            }
+        });
+        if group.keeps[rank].is_some() {
+            return;
+        }
+        group.keeps[rank] = Some(local);
+        let partials = group.partials.as_deref().unwrap_or_else(|| {
+            panic!(
+                "the reduction {} runs on several ranks but has no Reduction::partials",
+                op.name
+            )
+        });
+        if rank == me {
+            shard.copies.reset(&mut self.program, local, partials);
+        }
+    }
+
+    /// Closes `region`'s reduction group, if one is open: every rank that keeps a partial
+    /// sends it to the others and folds them all, in rank order, once they arrived.
+    fn close(&mut self, region: u32) {
+        let me = self.job.rank();
+        let (job, inbox) = (self.job.clone(), self.inbox.clone());
+        let shard = self
+            .shards
+            .get_mut(region as usize)
+            .and_then(Option::as_mut)
+            .expect("a region of this replicated program");
+        let Some(group) = shard.group.take() else {
+            return;
+        };
+        let holders: Vec<usize> = (0..group.keeps.len())
+            .filter(|&r| group.keeps[r].is_some())
+            .collect();
+        shard.holds = group.keeps.iter().map(Option::is_some).collect();
+        let first = holders[0];
+        shard.home = (first, group.keeps[first].unwrap_or(0));
+        let version = shard.version;
+        shard.version += 1;
+        let Some(mine) = group.keeps[me] else {
+            return;
+        };
+        if holders.len() == 1 {
+            return;
+        }
+        let partials = group
+            .partials
+            .as_deref()
+            .expect("a group on several ranks has partials");
+        let mut parts = Vec::with_capacity(holders.len());
+        let mut arrivals = Vec::with_capacity(holders.len());
+        for &r in &holders {
+            if r == me {
+                parts.push(None);
+                continue;
+            }
+            self.copies += 2;
+            shard.copies.send(
+                &mut self.program,
+                mine,
+                &job,
+                PORT,
+                r,
+                (region, version, me as u32),
+            );
+            let (slot, arrived) = inbox.expect((region, version, r as u32));
+            parts.push(Some(slot));
+            arrivals.push(arrived);
+        }
+        shard.copies.fold(
+            &mut self.program,
+            mine,
+            Event::merge(&arrivals),
+            parts,
+            partials,
+        );
+    }
+
     /// Makes `rank` hold the latest version of `region`, copying it there from its home (to
     /// `local`, the worker that will read it) if it does not.
     fn bring(&mut self, region: u32, rank: usize, local: usize) {
@@ -300,8 +507,8 @@ impl Replicated {
             return;
         }
         shard.holds[rank] = true;
-        let key = (region, shard.version);
         let (home, home_worker) = shard.home;
+        let key = (region, shard.version, home as u32);
         if me == home || me == rank {
             self.copies += 1;
         }
@@ -310,14 +517,7 @@ impl Replicated {
                 .copies
                 .send(&mut self.program, home_worker, &job, PORT, rank, key);
         } else if me == rank {
-            let slot = inbox.slot(key);
-            let arrived = match &*inbox.failed.lock().unwrap_or_else(PoisonError::into_inner) {
-                Some(why) => {
-                    let _ = slot.arrived.poison(why);
-                    slot.arrived.event()
-                }
-                None => slot.arrived.event(),
-            };
+            let (slot, arrived) = inbox.expect(key);
             shard
                 .copies
                 .receive(&mut self.program, local, arrived, slot);
@@ -332,6 +532,7 @@ impl Replicated {
         region: &Region<T>,
         f: impl FnOnce(&T) -> R,
     ) -> Result<R, TaskFailed> {
+        self.close(region.index());
         for rank in 0..self.job.ranks() {
             self.bring(region.index(), rank, 0);
         }

@@ -469,29 +469,6 @@ where
     Ok(())
 }
 
-/// Registers a TrueType font for the PNG backend, from the usual system locations.
-pub(crate) fn register_font() -> bool {
-    use std::sync::OnceLock;
-    static DONE: OnceLock<bool> = OnceLock::new();
-    *DONE.get_or_init(|| {
-        let candidates = [
-            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/TTF/DejaVuSans.ttf",
-            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-        ];
-        for path in candidates {
-            if let Ok(bytes) = std::fs::read(path) {
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                    return true;
-                }
-            }
-        }
-        false
-    })
-}
-
 /// Draws the plot as `<stem>.svg` and `<stem>.png`. Both backends lay text out with a
 /// TrueType font from the system; without one no plot is drawn and a warning says why.
 /// Returns the files written.
@@ -502,7 +479,7 @@ pub fn plot(
     threshold: f64,
     title: &str,
 ) -> anyhow::Result<Vec<String>> {
-    if !register_font() {
+    if !tactor_cli::plot::register_font() {
         tactor_cli::say!(
             "warning: no TrueType font found (apt-get install fonts-dejavu-core); plots skipped"
         );

@@ -4,9 +4,10 @@
 
 use super::figures::{Figure, Metric};
 use super::Row;
-use crate::metg::output::{color_of, register_font};
+use crate::metg::output::color_of;
 use plotters::prelude::*;
 use std::path::Path;
+use tactor_cli::plot::register_font;
 
 /// A system's name without its placement, and whether it ran on ranks.
 fn placement(name: &str) -> (&str, bool) {

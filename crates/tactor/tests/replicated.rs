@@ -1,0 +1,180 @@
+//! Reductions of a replicated implicit program whose tasks run on several ranks: every rank
+//! that reads the region afterwards gets the same total (bit for bit), whatever the ranks,
+//! workers, operators and traces; a rank that did not reduce gets a copy; an operator without
+//! partials is refused on several ranks and fine on one.
+
+use std::sync::Arc;
+use tactor::implicit::{read, reduce, write, Partials, Reduction, Replicated, Sum};
+use tactor::job::Job;
+use tactor::Runtime;
+
+/// Runs `f` on every rank of an in-process job of `ranks` ranks of `workers` workers.
+fn on_ranks<R: Send>(
+    ranks: usize,
+    workers: usize,
+    f: impl Fn(&Runtime, &Arc<Job>) -> R + Sync,
+) -> Vec<std::thread::Result<R>> {
+    let jobs = Job::in_process(ranks, workers);
+    std::thread::scope(|s| {
+        let runs: Vec<_> = jobs
+            .iter()
+            .map(|job| {
+                let f = &f;
+                s.spawn(move || {
+                    let rt = job
+                        .runtime(Runtime::builder().workers(workers).pin(false))
+                        .unwrap();
+                    f(&rt, job)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join()).collect()
+    })
+}
+
+struct Max;
+impl Reduction<f64> for Max {
+    type Value = f64;
+    fn apply(data: &mut f64, value: f64) {
+        *data = data.max(value);
+    }
+    fn partials() -> Option<Partials<f64>> {
+        Some(Partials {
+            identity: || f64::NEG_INFINITY,
+            fold: |a, b| *a = a.max(b),
+        })
+    }
+}
+
+/// A reduction with no partials: it cannot span ranks.
+struct Product;
+impl Reduction<u64> for Product {
+    type Value = u64;
+    fn apply(data: &mut u64, value: u64) {
+        *data *= value;
+    }
+}
+
+/// What a worker contributes in round `k`.
+fn part(w: usize, k: usize) -> f64 {
+    1.0 / (1.0 + w as f64 + 3.0 * k as f64)
+}
+
+#[test]
+fn every_rank_reads_the_same_total_of_every_round() {
+    let rounds = if cfg!(miri) { 2 } else { 12 };
+    let shapes: &[(usize, usize)] = if cfg!(miri) {
+        &[(2, 1)]
+    } else {
+        &[(1, 2), (2, 1), (2, 2), (3, 1)]
+    };
+    for &(ranks, workers) in shapes {
+        for traced in [false, true] {
+            let runs = on_ranks(ranks, workers, |rt, job| {
+                let mut p = Replicated::new(rt, job);
+                let n = p.workers();
+                let total = p.region(0, 0.0f64);
+                let biggest = p.region(n - 1, 0.0f64);
+                // Each worker's copy of the last round's total, read after the reductions.
+                let seen: Vec<_> = (0..n).map(|w| p.region(w, vec![0.0f64])).collect();
+                for k in 0..rounds {
+                    if traced && k > 0 {
+                        p.begin_trace(7).unwrap();
+                    }
+                    p.launch(0, write(&total), |t| *t = 0.0);
+                    for w in 0..n {
+                        p.launch(w, reduce::<Sum, _>(&total), move |mut t| {
+                            t.apply(part(w, k))
+                        });
+                        p.launch(w, reduce::<Max, _>(&biggest), move |mut m| {
+                            m.apply(part(w, k) * 10.0)
+                        });
+                    }
+                    for (w, s) in seen.iter().enumerate() {
+                        p.launch(w, (read(&total), read(&biggest), write(s)), |(t, b, s)| {
+                            *s = vec![*t, *b];
+                        });
+                    }
+                    if traced && k > 0 {
+                        p.end_trace().unwrap();
+                    }
+                }
+                let got: Vec<Vec<f64>> = seen
+                    .iter()
+                    .map(|s| p.with(s, Clone::clone).unwrap())
+                    .collect();
+                (
+                    got,
+                    p.with(&total, |t| *t).unwrap(),
+                    p.local().recorded_traces(),
+                )
+            });
+            let n = ranks * workers;
+            let k = rounds - 1;
+            let mut want = 0.0;
+            for w in 0..n {
+                want += part(w, k);
+            }
+            for (rank, run) in runs.into_iter().enumerate() {
+                let (got, total, traces) = run.unwrap();
+                let what = format!("rank {rank}, {ranks} x {workers}, traced {traced}");
+                // Within rounding of the serial sum; the same bits on every worker.
+                assert!((total - want).abs() < 1e-12, "{what}: {total} vs {want}");
+                for s in &got {
+                    assert_eq!(s[0].to_bits(), total.to_bits(), "{what}");
+                    // Never reset: the largest of every round so far.
+                    assert_eq!(s[1], part(0, 0) * 10.0, "{what}: the max");
+                }
+                assert_eq!(traces, usize::from(traced), "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_rank_that_did_not_reduce_gets_the_total_and_one_rank_needs_no_partials() {
+    let runs = on_ranks(3, 1, |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        let sum = p.region(2, 5u64);
+        let product = p.region(1, 1u64);
+        // Only ranks 0 and 1 reduce the sum; rank 2 held its value and still folds it in.
+        for w in 0..2 {
+            p.launch(w, reduce::<Sum, _>(&sum), move |mut s| {
+                s.apply(w as u64 + 1)
+            });
+        }
+        // A product reduced on one rank only: no partials needed.
+        for v in 2..5u64 {
+            p.launch(1, reduce::<Product, _>(&product), move |mut t| t.apply(v));
+        }
+        (
+            p.with(&sum, |s| *s).unwrap(),
+            p.with(&product, |t| *t).unwrap(),
+            p.copies(),
+        )
+    });
+    for (rank, run) in runs.into_iter().enumerate() {
+        let (sum, product, copies) = run.unwrap();
+        assert_eq!((sum, product), (5 + 1 + 2, 24), "rank {rank}");
+        // The sum: every rank sends its partial to the others and takes theirs (2 × 2);
+        // the product: rank 1 sends it to 0 and 2 (one each).
+        let expect = [4 + 1, 4 + 2, 4 + 1][rank];
+        assert_eq!(copies, expect, "rank {rank}");
+    }
+}
+
+#[test]
+fn a_reduction_without_partials_on_several_ranks_is_refused() {
+    let runs = on_ranks(2, 1, |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        let product = p.region(0, 1u64);
+        for w in 0..2 {
+            p.launch(w, reduce::<Product, _>(&product), |mut t| t.apply(3));
+        }
+    });
+    for run in runs {
+        let e = run.expect_err("refused");
+        let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("has no Reduction::partials"), "{msg}");
+    }
+}
