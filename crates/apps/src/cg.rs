@@ -5,6 +5,7 @@
 //! runtime makes them all-reduces. The same program runs in one process and under `mpirun`.
 
 use crate::blocks::Blocks;
+use crate::fragments::Fragments;
 use std::sync::Arc;
 use tactor::implicit::{read, read_write, reduce, write, Region, Replicated, Sum};
 use tactor::job::Job;
@@ -21,8 +22,10 @@ pub struct Params {
     pub tolerance: f64,
     /// Blocks of unknowns per worker of the job.
     pub blocks_per_worker: usize,
-    /// Record an iteration once (one per parity of the scalars) and replay it.
+    /// Record a fragment of iterations once and replay it.
     pub traced: bool,
+    /// Iterations per traced fragment (one with a tolerance: the residual is read after each).
+    pub span: usize,
 }
 
 /// What a solve found.
@@ -117,6 +120,16 @@ fn direction(beta: f64, r: &[f64], p: &mut [f64]) {
     }
 }
 
+/// `a / b`, or 0 once the solve has converged exactly (`b` is 0 only when the residual is):
+/// the iterations that remain then change nothing, as a solver that stopped would.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        0.0
+    } else {
+        a / b
+    }
+}
+
 /// Whether an iteration with residual `rr` (squared) is done for the tolerance.
 fn converged(rr: f64, rr0: f64, tolerance: f64) -> bool {
     tolerance > 0.0 && rr.sqrt() <= tolerance * rr0.sqrt()
@@ -135,8 +148,8 @@ pub fn serial(p: Params) -> Outcome {
     let mut done = 0;
     while done < p.iterations && !converged(rr, rr0, p.tolerance) {
         let pq = apply(&d, 0.0, 0.0, &mut q);
-        let next = update(rr / pq, &d, &q, &mut x, &mut r);
-        direction(next / rr, &r, &mut d);
+        let next = update(ratio(rr, pq), &d, &q, &mut x, &mut r);
+        direction(ratio(next, rr), &r, &mut d);
         rr = next;
         done += 1;
     }
@@ -176,16 +189,16 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
     let pq = prog.region(0, 0.0);
     let start = std::time::Instant::now();
     let launched = prog.local().launched();
+    // With a tolerance, the residual is read after every iteration: a fragment is one.
+    let span = if p.tolerance > 0.0 { 1 } else { p.span };
+    let fragments = Fragments::new(span, p.iterations);
     let mut done = 0;
     let mut last = rr0;
     while done < p.iterations && !converged(last, rr0, p.tolerance) {
         let k = done;
         let (old, new) = (&rr[k % 2], &rr[(k + 1) % 2]);
-        // From the third iteration on every iteration of a parity is alike (the first two
-        // find their scalars and edges still on every rank).
-        let traced = p.traced && k >= 2;
-        if traced {
-            prog.begin_trace(k as u64 % 2).map_err(|e| e.to_string())?;
+        if let Some(id) = fragments.begins(k).filter(|_| p.traced) {
+            prog.begin_trace(id).map_err(|e| e.to_string())?;
         }
         prog.launch(0, (write(&pq), write(new)), |(pq, new)| {
             *pq = 0.0;
@@ -218,18 +231,18 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
                 reduce::<Sum, _>(new),
             );
             prog.launch(owner(b), access, |((old, pq), (d, q), (x, r), mut new)| {
-                new.apply(update(old / pq, d, q, x, r));
+                new.apply(update(ratio(*old, *pq), d, q, x, r));
             });
         }
         for b in 0..blocks.count() {
             let access = (read(old), read(new), read(&r[b]), read_write(&d[b]));
             let access = (access, write(&edges[b]));
             prog.launch(owner(b), access, |((old, new, r, d), e)| {
-                direction(new / old, r, d);
+                direction(ratio(*new, *old), r, d);
                 *e = [d[0], d[d.len() - 1]];
             });
         }
-        if traced {
+        if p.traced && fragments.ends(k) {
             prog.end_trace().map_err(|e| e.to_string())?;
         }
         done += 1;

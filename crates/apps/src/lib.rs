@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 pub mod blocks;
 pub mod cg;
+pub mod fragments;
 pub mod heat;
 pub mod stencil;
 pub mod study;

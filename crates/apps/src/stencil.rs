@@ -6,6 +6,7 @@
 //! process and under `mpirun`.
 
 use crate::blocks::{near_square, Blocks};
+use crate::fragments::Fragments;
 use std::ops::Range;
 use std::sync::Arc;
 use tactor::implicit::{read, read_write, reduce, write, Region, Replicated, Sum};
@@ -31,8 +32,10 @@ pub struct Params {
     pub tiles_per_worker: usize,
     /// Tiles across the grid (the rest go down); `None`: the arrangement closest to square.
     pub across: Option<usize>,
-    /// Record an iteration once (one per parity of the edge strips) and replay it.
+    /// Record a fragment of sweeps once and replay it.
     pub traced: bool,
+    /// Sweeps per traced fragment.
+    pub span: usize,
     /// Read the whole output grid back (for checks against [`serial`]).
     pub gather: bool,
 }
@@ -306,6 +309,7 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
     };
     let mut start = std::time::Instant::now();
     let mut launched = prog.local().launched();
+    let fragments = Fragments::new(p.span, p.iterations + 1);
     for k in 0..=p.iterations {
         if k == 1 {
             prog.finish().map_err(|e| e.to_string())?;
@@ -314,10 +318,8 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
             launched = prog.local().launched();
         }
         let (now, next) = (&strips[k % 2], &strips[(k + 1) % 2]);
-        // From the third sweep on every sweep of a parity is alike.
-        let traced = p.traced && k >= 2;
-        if traced {
-            prog.begin_trace(k as u64 % 2).map_err(|e| e.to_string())?;
+        if let Some(id) = fragments.begins(k).filter(|_| p.traced) {
+            prog.begin_trace(id).map_err(|e| e.to_string())?;
         }
         for (t, tile) in grid.iter().copied().enumerate() {
             let near = beside(t);
@@ -336,7 +338,7 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
                 }
             });
         }
-        if traced {
+        if p.traced && fragments.ends(k) {
             prog.end_trace().map_err(|e| e.to_string())?;
         }
     }

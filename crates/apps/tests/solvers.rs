@@ -44,11 +44,14 @@ fn the_stencil_on_ranks_of_threads_is_the_serial_stencil() {
     let (want, norm) = stencil::serial(n, iterations).unwrap();
     assert!((norm - stencil::reference_norm(iterations)).abs() < stencil::EPSILON);
     for (ranks, workers, per) in SHAPES {
-        // Near-square, and every tile in one row (strips to the left and right only).
-        for (traced, across) in [
-            (false, None),
-            (true, None),
-            (true, Some(ranks * workers * per)),
+        // Near-square, and every tile in one row (strips to the left and right only);
+        // fragments of one sweep, of two, and of three (the parity changes between them).
+        let all = Some(ranks * workers * per);
+        for (traced, across, span) in [
+            (false, None, 1),
+            (true, None, 2),
+            (true, all, 3),
+            (true, None, 1),
         ] {
             let p = stencil::Params {
                 n,
@@ -56,6 +59,7 @@ fn the_stencil_on_ranks_of_threads_is_the_serial_stencil() {
                 tiles_per_worker: per,
                 across,
                 traced,
+                span,
                 gather: true,
             };
             for (rank, o) in on_threads(ranks, workers, |rt, job| stencil::run(rt, job, p))
@@ -89,6 +93,8 @@ fn cg_on_ranks_of_threads_is_the_serial_solve_within_rounding() {
                     tolerance,
                     blocks_per_worker: per,
                     traced,
+                    // Odd: fragments alternate between two traces.
+                    span: 3,
                 };
                 let want = cg::serial(p);
                 let runs = on_threads(ranks, workers, |rt, job| cg::run(rt, job, p).unwrap());
@@ -112,6 +118,7 @@ fn cg_on_ranks_of_threads_is_the_serial_solve_within_rounding() {
         tolerance: 1e-10,
         blocks_per_worker: 1,
         traced: false,
+        span: 1,
     };
     let s = cg::serial(p);
     assert!(s.iterations <= 12 && s.error() < 1e-8, "{s:?}");

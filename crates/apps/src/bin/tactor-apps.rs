@@ -21,9 +21,12 @@ struct Cli {
     /// Workers per rank
     #[arg(short = 'w', long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
-    /// Record an iteration once and replay it
+    /// Record a fragment of iterations once and replay it
     #[arg(long, global = true)]
     trace: bool,
+    /// Iterations per traced fragment
+    #[arg(long, global = true, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    span: u64,
     /// Print one JSON object instead of text
     #[arg(long, global = true)]
     json: bool,
@@ -133,6 +136,7 @@ fn main() -> ExitCode {
                 tiles_per_worker: tiles_per_worker as usize,
                 across: across.map(|a| a as usize),
                 traced: cli.trace,
+                span: cli.span as usize,
                 gather: false,
             };
             run_stencil(&rt, &job, p, &cli, total)
@@ -150,6 +154,7 @@ fn main() -> ExitCode {
                 tolerance: tol,
                 blocks_per_worker: blocks_per_worker as usize,
                 traced: cli.trace,
+                span: cli.span as usize,
             };
             run_cg(&rt, &job, p, !no_serial, &cli)
         }

@@ -103,6 +103,36 @@ impl<D: Clone> Versions<D> {
     }
 }
 
+/// Past this many events, a list that several tasks will wait on is merged into one first.
+const MERGE_OVER: usize = 2;
+
+impl Versions<crate::Event> {
+    /// Before a task accesses the region with `mode`, merges into one event a list that
+    /// every later task of the same kind waits on again: a reduction group's members, when a
+    /// read closes the group (every reader waits on all of them), and what a new group waits
+    /// on (every member waits on it). `n` tasks waiting on `m` events then subscribe `n + m`
+    /// times, not `n · m` (measured: CG with 16 blocks a worker spent most of its launches
+    /// boxing those subscriptions).
+    pub(crate) fn compact(&mut self, mode: Mode) {
+        let list = match mode {
+            Mode::Read if self.readers.is_empty() => &mut self.producers,
+            Mode::Reduce(op) if !self.group.as_ref().is_some_and(|(open, _)| *open == op) => {
+                if self.readers.is_empty() {
+                    &mut self.producers
+                } else {
+                    &mut self.readers
+                }
+            }
+            _ => return,
+        };
+        if list.len() > MERGE_OVER {
+            let merged = crate::Event::merge(list);
+            list.clear();
+            list.push(merged);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +172,27 @@ mod tests {
         assert_eq!(deps(&v, b), [3, 4]);
         v.record(Mode::Read, 5);
         assert_eq!(deps(&v, a), [5], "a read closed the group");
+    }
+    #[test]
+    fn a_group_read_by_many_is_merged_once_and_waits_for_every_member() {
+        use crate::UserEvent;
+        struct A;
+        let sum = Mode::Reduce(OpId::of::<A>());
+        let members: Vec<UserEvent> = (0..4).map(|_| UserEvent::new()).collect();
+        let mut v = Versions::default();
+        for m in &members {
+            v.compact(sum);
+            v.record(sum, m.event());
+        }
+        assert_eq!(v.producers.len(), 4, "an open group is left alone");
+        v.compact(Mode::Read);
+        assert_eq!(v.producers.len(), 1, "merged when a read closes the group");
+        let merged = v.producers[0].clone();
+        for m in &members[..3] {
+            m.trigger().unwrap();
+            assert!(!merged.has_triggered());
+        }
+        members[3].trigger().unwrap();
+        assert!(merged.has_triggered());
     }
 }

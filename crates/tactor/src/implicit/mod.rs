@@ -466,7 +466,9 @@ impl Program {
         deps.clear();
         deps.extend(after.cloned());
         for d in declared {
-            self.regions[d.region.index as usize].dependences(d.mode, &mut deps);
+            let versions = &mut self.regions[d.region.index as usize];
+            versions.compact(d.mode);
+            versions.dependences(d.mode, &mut deps);
         }
         let done = self.handle.launch_job(placement, &deps, job, None, None);
         self.deps = deps;
