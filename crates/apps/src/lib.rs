@@ -6,5 +6,6 @@ pub mod blocks;
 pub mod cg;
 pub mod fragments;
 pub mod heat;
+pub mod launch;
 pub mod stencil;
 pub mod study;

@@ -3,8 +3,9 @@
 //! TCP only — always equal to its serial result; a rank that fails ends every rank with one
 //! line naming it.
 
+mod common;
+
 use std::process::{Command, Output};
-use std::sync::Arc;
 use tactor::job::Job;
 use tactor_apps::heat::{self, Params};
 
@@ -19,21 +20,8 @@ fn params(cells: usize, steps: usize, traced: bool) -> Params {
 
 /// Runs the heat equation on `ranks` in-process ranks of `workers` workers each.
 fn on_threads(ranks: usize, workers: usize, p: Params) -> Vec<heat::Outcome> {
-    let jobs = Job::in_process(ranks, workers);
-    std::thread::scope(|s| {
-        let runs: Vec<_> = jobs
-            .iter()
-            .map(|job: &Arc<Job>| {
-                s.spawn(move || {
-                    let rt = job
-                        .runtime(tactor::Runtime::builder().workers(workers).pin(false))
-                        .unwrap();
-                    heat::run(&rt, job, p).unwrap()
-                })
-            })
-            .collect();
-        runs.into_iter().map(|r| r.join().unwrap()).collect()
-    })
+    let runs = Job::run_in_process(ranks, workers, |rt, job| heat::run(rt, job, p).unwrap());
+    runs.into_iter().map(|r| r.unwrap()).collect()
 }
 
 #[test]
@@ -70,16 +58,7 @@ fn odd_steps_and_one_cell_blocks_too() {
 
 #[cfg(feature = "mpi")]
 fn mpirun(np: usize, launcher: &[&str], env: &[(&str, &str)], args: &str) -> Output {
-    tactor_comm::launcher::run_mpirun(|c| {
-        c.args(launcher);
-        for (k, v) in env {
-            c.args(["-x", &format!("{k}={v}")]);
-        }
-        c.args(["-np", &np.to_string()])
-            .arg(env!("CARGO_BIN_EXE_heat"))
-            .args(args.split_whitespace());
-    })
-    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
+    common::mpirun(env!("CARGO_BIN_EXE_heat"), np, launcher, env, args)
 }
 
 #[test]

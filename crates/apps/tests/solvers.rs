@@ -4,6 +4,8 @@
 //! real `mpirun` with 1, 2 and 3 ranks, over TCP without shared memory too; bad input ends
 //! with one line.
 
+mod common;
+
 use std::process::{Command, Output};
 use std::sync::Arc;
 use tactor::job::Job;
@@ -16,22 +18,8 @@ fn on_threads<R: Send>(
     workers: usize,
     f: impl Fn(&Runtime, &Arc<Job>) -> R + Sync,
 ) -> Vec<R> {
-    let jobs = Job::in_process(ranks, workers);
-    std::thread::scope(|s| {
-        let runs: Vec<_> = jobs
-            .iter()
-            .map(|job| {
-                let f = &f;
-                s.spawn(move || {
-                    let rt = job
-                        .runtime(Runtime::builder().workers(workers).pin(false))
-                        .unwrap();
-                    f(&rt, job)
-                })
-            })
-            .collect();
-        runs.into_iter().map(|r| r.join().unwrap()).collect()
-    })
+    let runs = Job::run_in_process(ranks, workers, f);
+    runs.into_iter().map(|r| r.unwrap()).collect()
 }
 
 const SHAPES: [(usize, usize, usize); 5] = [(1, 1, 1), (1, 3, 1), (2, 1, 2), (3, 1, 1), (2, 2, 1)];
@@ -189,16 +177,7 @@ fn bad_input_ends_with_one_line() {
 
 #[cfg(feature = "mpi")]
 fn mpirun(np: usize, launcher: &[&str], env: &[(&str, &str)], args: &str) -> Output {
-    tactor_comm::launcher::run_mpirun(|c| {
-        c.args(launcher);
-        for (k, v) in env {
-            c.args(["-x", &format!("{k}={v}")]);
-        }
-        c.args(["-np", &np.to_string()])
-            .arg(env!("CARGO_BIN_EXE_tactor-apps"))
-            .args(args.split_whitespace());
-    })
-    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
+    common::mpirun(env!("CARGO_BIN_EXE_tactor-apps"), np, launcher, env, args)
 }
 
 #[cfg(feature = "mpi")]

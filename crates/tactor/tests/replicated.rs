@@ -3,34 +3,8 @@
 //! workers, operators and traces; a rank that did not reduce gets a copy; an operator without
 //! partials is refused on several ranks and fine on one.
 
-use std::sync::Arc;
 use tactor::implicit::{read, reduce, write, Partials, Reduction, Replicated, Sum};
 use tactor::job::Job;
-use tactor::Runtime;
-
-/// Runs `f` on every rank of an in-process job of `ranks` ranks of `workers` workers.
-fn on_ranks<R: Send>(
-    ranks: usize,
-    workers: usize,
-    f: impl Fn(&Runtime, &Arc<Job>) -> R + Sync,
-) -> Vec<std::thread::Result<R>> {
-    let jobs = Job::in_process(ranks, workers);
-    std::thread::scope(|s| {
-        let runs: Vec<_> = jobs
-            .iter()
-            .map(|job| {
-                let f = &f;
-                s.spawn(move || {
-                    let rt = job
-                        .runtime(Runtime::builder().workers(workers).pin(false))
-                        .unwrap();
-                    f(&rt, job)
-                })
-            })
-            .collect();
-        runs.into_iter().map(|r| r.join()).collect()
-    })
-}
 
 struct Max;
 impl Reduction<f64> for Max {
@@ -70,7 +44,7 @@ fn every_rank_reads_the_same_total_of_every_round() {
     };
     for &(ranks, workers) in shapes {
         for traced in [false, true] {
-            let runs = on_ranks(ranks, workers, |rt, job| {
+            let runs = Job::run_in_process(ranks, workers, |rt, job| {
                 let mut p = Replicated::new(rt, job);
                 let n = p.workers();
                 let total = p.region(0, 0.0f64);
@@ -133,7 +107,7 @@ fn every_rank_reads_the_same_total_of_every_round() {
 
 #[test]
 fn a_rank_that_did_not_reduce_gets_the_total_and_one_rank_needs_no_partials() {
-    let runs = on_ranks(3, 1, |rt, job| {
+    let runs = Job::run_in_process(3, 1, |rt, job| {
         let mut p = Replicated::new(rt, job);
         let sum = p.region(2, 5u64);
         let product = p.region(1, 1u64);
@@ -165,7 +139,7 @@ fn a_rank_that_did_not_reduce_gets_the_total_and_one_rank_needs_no_partials() {
 
 #[test]
 fn a_reduction_without_partials_on_several_ranks_is_refused() {
-    let runs = on_ranks(2, 1, |rt, job| {
+    let runs = Job::run_in_process(2, 1, |rt, job| {
         let mut p = Replicated::new(rt, job);
         let product = p.region(0, 1u64);
         for w in 0..2 {

@@ -2,8 +2,7 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use tactor::job::Job;
-use tactor_apps::heat;
+use tactor_apps::{heat, launch};
 
 #[derive(Parser)]
 #[command(
@@ -34,19 +33,12 @@ fn main() -> ExitCode {
     }
     let cli: Cli = tactor_cli::args::parse();
     let workers = cli.workers as usize;
-    let rank = tactor_comm::launcher::job().map_or(0, |(_, r)| r);
-    let job = match tactor_cli::signals::silent_unless_ok(|| {
-        Job::builder().program("heat").channels(workers).join()
-    }) {
-        Ok(job) => job,
-        Err(e) => {
-            if e.speaks(rank) {
-                tactor_cli::say!("error: {e}");
-            } else {
-                tactor_cli::signals::let_another_rank_speak();
-            }
-            return ExitCode::from(2);
-        }
+    let ranks = tactor_comm::launcher::job().map_or(1, |(n, _)| n);
+    let blocks = workers.saturating_mul(ranks);
+    let bytes = (cli.cells as u128) * (blocks as u128) * 8 * 3;
+    let (job, rt) = match launch::start("heat", workers, bytes, "the rod") {
+        Ok(started) => started,
+        Err(code) => return code,
     };
     let fault = std::env::var("HEAT_FAULT").ok();
     let params = heat::Params {
@@ -54,21 +46,6 @@ fn main() -> ExitCode {
         steps: cli.steps as usize,
         traced: cli.trace,
         fail_here: fault.and_then(|r| r.trim().parse::<usize>().ok()) == Some(job.rank()),
-    };
-    let blocks = workers.saturating_mul(job.ranks());
-    let bytes = (cli.cells as u128) * (blocks as u128) * 8 * 3;
-    if let Err(e) = tactor_cli::limits::check(bytes, "the rod") {
-        if job.rank() == 0 {
-            tactor_cli::say!("error: {e}");
-        }
-        return ExitCode::from(2);
-    }
-    let rt = match job.runtime(tactor::Runtime::builder().workers(workers)) {
-        Ok(rt) => rt,
-        Err(e) => {
-            job.fail(&format!("could not start {workers} workers: {e}"));
-            return ExitCode::FAILURE;
-        }
     };
     let result = heat::run(&rt, &job, params).and_then(|o| {
         let want = heat::serial(o.rod.len(), params.steps);
@@ -85,29 +62,16 @@ fn main() -> ExitCode {
         }
         Ok(o)
     });
-    match result {
-        Ok(o) => {
-            if job.rank() == 0 {
-                tactor_cli::out!(
-                    "heat: {} cells, {} steps, {} ranks x {} workers{}: {:.4} s, checked against the serial result\n",
-                    o.rod.len(),
-                    params.steps,
-                    job.ranks(),
-                    workers,
-                    if params.traced { ", traced" } else { "" },
-                    o.seconds
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Err(_) if job.failed_rank().is_some() => {
-            // A rank failed (this one or another) and said why: end quietly.
-            tactor_cli::signals::silence();
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            job.fail(&e);
-            ExitCode::FAILURE
-        }
-    }
+    let report = result.map(|o| {
+        format!(
+            "heat: {} cells, {} steps, {} ranks x {} workers{}: {:.4} s, checked against the serial result",
+            o.rod.len(),
+            params.steps,
+            job.ranks(),
+            workers,
+            if params.traced { ", traced" } else { "" },
+            o.seconds
+        )
+    });
+    launch::finish(&job, report)
 }

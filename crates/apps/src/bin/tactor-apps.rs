@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tactor::job::Job;
 use tactor::Runtime;
-use tactor_apps::{cg, stencil};
+use tactor_apps::{cg, launch, stencil};
 
 #[derive(Parser)]
 #[command(
@@ -84,45 +84,17 @@ fn main() -> ExitCode {
     }
     let cli: Cli = tactor_cli::args::parse();
     let workers = cli.workers as usize;
-    let rank = tactor_comm::launcher::job().map_or(0, |(_, r)| r);
-    let joined = tactor_cli::signals::silent_unless_ok(|| {
-        Job::builder()
-            .program("tactor-apps")
-            .config(std::env::args().skip(1))
-            .channels(workers)
-            .join()
-    });
-    let job = match joined {
-        Ok(job) => job,
-        Err(e) => {
-            if e.speaks(rank) {
-                tactor_cli::say!("error: {e}");
-            } else {
-                tactor_cli::signals::let_another_rank_speak();
-            }
-            return ExitCode::from(2);
-        }
-    };
-    let total = workers.saturating_mul(job.ranks());
     let bytes = match cli.app {
         // in and out, with two generations of strips (small beside them).
         App::Stencil { n, .. } => (n as u128) * (n as u128) * 8 * 2,
         // x, r, p, q (and the serial check's as many again, in one process).
         App::Cg { n, .. } => (n as u128) * 8 * 8,
     };
-    if let Err(e) = tactor_cli::limits::check(bytes, "the problem") {
-        if job.rank() == 0 {
-            tactor_cli::say!("error: {e}");
-        }
-        return ExitCode::from(2);
-    }
-    let rt = match job.runtime(Runtime::builder().workers(workers)) {
-        Ok(rt) => rt,
-        Err(e) => {
-            job.fail(&format!("could not start {workers} workers: {e}"));
-            return ExitCode::FAILURE;
-        }
+    let (job, rt) = match launch::start("tactor-apps", workers, bytes, "the problem") {
+        Ok(started) => started,
+        Err(code) => return code,
     };
+    let total = workers.saturating_mul(job.ranks());
     let report = match cli.app {
         App::Stencil {
             iterations,
@@ -159,22 +131,7 @@ fn main() -> ExitCode {
             run_cg(&rt, &job, p, !no_serial, &cli)
         }
     };
-    match report {
-        Ok(text) => {
-            if job.rank() == 0 {
-                tactor_cli::out!("{text}\n");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(_) if job.failed_rank().is_some() => {
-            tactor_cli::signals::silence();
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            job.fail(&e);
-            ExitCode::FAILURE
-        }
-    }
+    launch::finish(&job, report)
 }
 
 /// Where the run was: ranks, workers, traced.

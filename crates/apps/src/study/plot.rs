@@ -3,18 +3,8 @@
 
 use super::{App, Row};
 use plotters::prelude::*;
+use plotters::style::{Palette, Palette99};
 use std::path::Path;
-
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(23, 190, 207),
-];
 
 /// Draws `<stem>.svg` and `<stem>.png` in `dir` for `app`'s rows; the files written (none
 /// without a font).
@@ -54,13 +44,21 @@ fn draw_on<DB: DrawingBackend>(
         fold(f64::min, f64::INFINITY, |r| r.size as f64),
         fold(f64::max, 0.0, |r| r.size as f64),
     );
+    let mut sizes: Vec<f64> = rows.iter().map(|r| r.size as f64).collect();
+    sizes.dedup();
     let (y0, y1) = (
         fold(f64::min, f64::INFINITY, |r| r.median_s * 1e6),
         fold(f64::max, 0.0, |r| r.median_s * 1e6),
     );
     let (title, x_desc) = match app {
-        App::Stencil => ("PRK Stencil (radius 2): time per iteration", "grid side n"),
-        App::Cg => ("CG, 1-D Poisson: time per iteration", "unknowns"),
+        App::Stencil => (
+            "PRK Stencil (radius 2): time per iteration (dashed: traced; dotted: peers)",
+            "grid side n",
+        ),
+        App::Cg => (
+            "CG, 1-D Poisson: time per iteration (dashed: traced; dotted: peers)",
+            "unknowns",
+        ),
     };
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
@@ -68,7 +66,8 @@ fn draw_on<DB: DrawingBackend>(
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(
-            (x0 / 1.2..x1 * 1.2).log_scale(),
+            // A tick at every size of the study, whether or not a power of ten is in range.
+            (x0 / 1.2..x1 * 1.2).log_scale().with_key_points(sizes),
             (y0 / 1.5..y1 * 1.5).log_scale(),
         )
         .map_err(err)?;
@@ -90,11 +89,10 @@ fn draw_on<DB: DrawingBackend>(
         p
     };
     for name in names {
-        let color = COLORS[programs
-            .iter()
-            .position(|p| *p == program(name))
-            .unwrap_or(0)
-            % 8];
+        let at = programs.iter().position(|p| *p == program(name));
+        // Palette99's colours that read on white first (its yellow and cyan last).
+        const ORDER: [usize; 8] = [3, 0, 1, 5, 4, 7, 2, 6];
+        let color = Palette99::pick(ORDER[at.unwrap_or(0) % ORDER.len()]).to_rgba();
         let pts: Vec<(f64, f64)> = rows
             .iter()
             .filter(|r| r.contender == name)
@@ -112,7 +110,21 @@ fn draw_on<DB: DrawingBackend>(
             .draw_series(DashedLineSeries::new(pts.clone(), dash, gap, style))
             .map_err(err)?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            .legend(move |(x, y)| {
+                // The line's own pattern, drawn short: one stroke, two, or four dots.
+                let seg = |k: i32| {
+                    let (on, off) = (dash.min(20), gap);
+                    let from = k * (on + off.max(1));
+                    let to = (from + on).min(20);
+                    let pts = if from < 20 {
+                        vec![(from, 0), (to, 0)]
+                    } else {
+                        vec![]
+                    };
+                    PathElement::new(pts, style)
+                };
+                EmptyElement::at((x, y)) + seg(0) + seg(1) + seg(2) + seg(3)
+            });
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;

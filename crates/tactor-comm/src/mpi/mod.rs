@@ -7,11 +7,9 @@
 //! a worker that cannot get the library goes back to other work. Nobody ever waits for the
 //! lock on the send or progress paths.
 //!
-//! Why not `MPI_THREAD_MULTIPLE`: it turns on Open MPI's internal locking on every call.
-//! Measured on this 2-core machine (Open MPI 4.1.4, two ranks exchanging 64-byte messages
-//! through 64 pre-posted any-source receives, 100 000 steps): 0.30–0.37 µs per exchange at
-//! `SERIALIZED`/`SINGLE`, 0.78–0.81 µs at `MULTIPLE` — 2.6× the latency, which is the
-//! whole cost of a fine-grained Task Bench step. The channels keep what they are for (their
+//! Why not `MPI_THREAD_MULTIPLE`: it turns on Open MPI's internal locking on every call,
+//! which more than doubles a small message's latency — the whole cost of a fine-grained
+//! Task Bench step (measured: `docs/measurements.md`, "MPI thread levels"). The channels keep what they are for (their
 //! own communicator, receive buffers, queues and completion queue: senders to different
 //! channels never meet), and a backend for an MPI with cheap thread safety would take a lock
 //! per channel instead of one for the library.

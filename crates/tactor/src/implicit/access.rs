@@ -360,8 +360,7 @@ impl<T: Send + Sync + 'static> Access for Vec<Read<T>> {
 /// A list of reads that an index launch's projection hands its point without copying it: a
 /// slice kept in the launch's program constant, made by [`ConstRef::reads`](super::ConstRef::reads).
 /// The task gets the same [`Inputs`] as for a `Vec<Read<T>>`; the projection returns two
-/// words instead of the list (measured on Task Bench's `traced`, 4 graphs of `nearest`: a
-/// copied list of up to 4 reads was 18 % of a step on one worker).
+/// words instead of copying the list.
 pub struct ReadList<T> {
     first: NonNull<Read<T>>,
     len: u32,

@@ -86,9 +86,9 @@ static PROGRAMS: AtomicU32 = AtomicU32::new(0);
 /// A program issued from a task on a worker lets the compiled work that arrived for that
 /// worker run (`crate::relax`) every this many replayed launches: the instances in flight
 /// there (often the previous replay, lock-step with other workers) are held up by at most
-/// this many launches, and the program still issues faster than one launch per vertex.
-/// `traced` stencil_1d width 2, one METG run: 1.29 µs relaxing after every launch, 1.05 µs
-/// every second (`compiled` 0.63); never relaxing held up whole chunks.
+/// this many launches, and the program still issues faster than one launch per vertex
+/// (never relaxing held up whole chunks; measured: `docs/measurements.md`, "Relaxing while
+/// a program replays").
 const RELAX_EVERY: usize = 2;
 
 /// Lists of events longer than this are pruned of triggered ones when they double.

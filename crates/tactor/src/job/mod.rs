@@ -313,6 +313,42 @@ impl Job {
             .collect()
     }
 
+    /// Runs `f` on every rank of an in-process job ([`Job::in_process`]) of `ranks` ranks,
+    /// each a thread with a runtime of `workers` workers that polls the job (unpinned: the
+    /// ranks share the machine); each rank's result, or its panic. What the tests of a program
+    /// written for the ranks of a job use.
+    ///
+    /// ```
+    /// use tactor::job::{Job, Reduce};
+    ///
+    /// let got = Job::run_in_process(2, 2, |rt, job| {
+    ///     assert_eq!(rt.workers(), 2);
+    ///     job.all_reduce(Reduce::Sum, 1 + job.rank() as u64).unwrap()
+    /// });
+    /// assert_eq!(got.into_iter().map(Result::unwrap).collect::<Vec<_>>(), [3, 3]);
+    /// ```
+    pub fn run_in_process<R: Send>(
+        ranks: usize,
+        workers: usize,
+        f: impl Fn(&crate::Runtime, &Arc<Job>) -> R + Sync,
+    ) -> Vec<std::thread::Result<R>> {
+        let jobs = Job::in_process(ranks, workers);
+        let f = &f;
+        std::thread::scope(|s| {
+            let runs: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    s.spawn(move || {
+                        let builder = crate::Runtime::builder().workers(workers).pin(false);
+                        let rt = job.runtime(builder).expect("a runtime for the rank");
+                        f(&rt, job)
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join()).collect()
+        })
+    }
+
     fn over(net: Box<dyn Transport>, one_thread: bool) -> Arc<Job> {
         Arc::new(Job {
             net,

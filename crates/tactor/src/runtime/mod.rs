@@ -249,8 +249,8 @@ impl Builder {
         self
     }
 
-    /// How long an idle worker spins before it parks (default 100 µs: a wake-up from a park
-    /// costs 10–20 µs on a typical machine, so shorter spins lose more than they save).
+    /// How long an idle worker spins before it parks (default 100 µs, several wake-ups'
+    /// worth: a worker that parks sooner pays a wake-up for every short gap between tasks).
     pub fn spin(mut self, spin: Duration) -> Builder {
         self.spin = spin;
         self

@@ -193,8 +193,8 @@ struct Table {
 }
 
 /// The points of one kind of timestep, in the order of its index launch: a projection is a
-/// lookup here instead of a search through the graphs (which was 18 % of a step on one
-/// worker, 4 graphs of `nearest`, empty kernel).
+/// lookup here instead of a search through the graphs (measured: `docs/measurements.md`,
+/// "Lists of reads without a copy").
 struct Kind {
     points: Vec<KindPoint>,
     /// The points' input lists, back to back.
@@ -406,8 +406,8 @@ enum Listed<'a> {
 }
 
 /// Where point `i` of a timestep runs and what it declares (see [`point_at`]), when every
-/// graph keeps its input lists: the point gets its list from the table without a copy, which
-/// was 18 % of a step on one worker (4 × nearest, empty; a `SmallVec` returned and compared).
+/// graph keeps its input lists: the point gets its list from the table without a copy
+/// (measured: `docs/measurements.md`, "Lists of reads without a copy").
 fn project(
     c: ConstRef<'_, Table>,
     t: i64,
@@ -724,9 +724,7 @@ fn behind(fences: &mut Fences, issued: u64) -> Option<Event> {
 
 /// Where the driver runs: always on one worker (the last). Placed anywhere, each relaunch
 /// went to whichever worker took it, and the issuing moved between cores with the arena
-/// lines it writes: `traced`, stencil_1d width 2 at `-iter 16`, 11 alternated runs, median
-/// 313 µs (bimodal, 194–483) against 193 µs (180–214) pinned to worker 1 and 195 pinned to
-/// worker 0 (`compiled` 162); `implicit` 918 against 849, `auto` 607 against 577.
+/// lines it writes (measured: `docs/measurements.md`, "Where the driver runs").
 fn driver_place(handle: &Handle) -> Placement {
     Placement::Worker(handle.workers().saturating_sub(1))
 }

@@ -188,9 +188,8 @@ impl ErrorSlot {
 /// barrier of every worker (a task on each, spinning until all arrived) to the end of `pass`,
 /// whose waits suspend the task and resume it on the worker when the pass's work is done.
 /// Timed on the thread that started the pass, the time included that thread's wake-up from
-/// a park while the workers held both cores (4 µs typically, up to 110 µs), and the pass
-/// started with workers still parked since the last one; a pass of 4 × nearest at 1000
-/// steps takes 650 µs.
+/// a park while the workers held both cores, and the pass started with workers still parked
+/// since the last one (measured: `docs/measurements.md`, "Timing a pass on a worker").
 fn timed_on_worker(
     rt: &Runtime,
     pass: &mut (impl FnMut() -> Result<(), RunError> + Send),

@@ -34,7 +34,8 @@ use taskbench_core::plan::Plan;
 const HEADER: usize = 16;
 
 /// Network polls a [`Remote::pull`] makes before it waits on an event instead: a message
-/// usually comes within a microsecond, a few polls; 1024 polls took 40–100 µs here.
+/// usually comes within a few polls, and this many stay well under a park's cost (measured:
+/// `docs/measurements.md`, "Polls before a wait").
 const PULL_POLLS: u32 = 1024;
 
 /// The timestep whose message a `slow` rank holds back ([`Fault::Slow`]).
@@ -194,8 +195,8 @@ struct Entry {
 
 #[derive(Default)]
 struct Entries {
-    /// Hashed with Fx: the keys are small integers from this job, and SipHash was 7 % of a
-    /// rank's time on the empty stencil.
+    /// Hashed with Fx: the keys are small integers from this job, and SipHash cost a rank
+    /// measurable time (`docs/measurements.md`, "Hashing the entries").
     map: FxHashMap<Key, Entry>,
     /// Set once another rank failed: every remote precondition is poisoned with it.
     poisoned: Option<String>,

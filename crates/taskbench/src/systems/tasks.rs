@@ -12,7 +12,8 @@
 //! Launching is done by a driver task that launches a few timesteps and then relaunches
 //! itself behind them, so launching overlaps execution instead of preceding it. Tasks are
 //! placed anywhere: the worker that makes a task ready queues it, and an idle worker steals it
-//! (measured 5–10 % faster than pinning points by the block distribution, at `-iter 512`).
+//! (faster than pinning points by the block distribution: `docs/measurements.md`, "Placing
+//! `tasks`' points").
 //!
 //! On several ranks each rank launches its own points (the block distribution over ranks),
 //! and an edge between ranks is a task on each side ([`super::remote`]): after timestep `t`, a

@@ -12,7 +12,7 @@
 //! second half computes, so the other worker finds them there when it starts its next
 //! timestep, instead of both workers waiting for each other's whole timestep (`bsp`, whose
 //! waits are per graph, hides the exchange the same way). More than two vertices only add
-//! their cost: per graph was 40 % slower a step ([`HALVES`]).
+//! their cost ([`HALVES`]).
 //!
 //! **Slots.** Inside a chunk, the writer of a slot waits for the slot's previous readers (or
 //! its previous writer if none read it), exactly as in `tasks`. Across chunks, one condition:
