@@ -21,7 +21,7 @@ export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-tree-borrows -Zmiri-ignore
 cargo +nightly miri setup >/dev/null
 # (tests/spmd.rs and tactor-apps are left out: no unsafe code of their own, and their idle
 # workers poll the job's network all along, which Miri runs a thousand times slower.)
-cargo +nightly miri test --locked -p tactor --no-default-features --lib --test api --test job --test replicated --test forkjoin --test subgraph --test implicit --test implicit_outside --test index_launch
+cargo +nightly miri test --locked -p tactor --no-default-features --lib --test api --test job --test forkjoin --test subgraph --test implicit --test implicit_outside --test index_launch
 # Without MPI: Miri cannot call into a C library. The communication layer's in-process
 # transport (completion queues, progress, collectives) runs under Miri instead.
 cargo +nightly miri test --locked -p tactor-comm --no-default-features --lib --test loopback

@@ -35,7 +35,7 @@ pub(crate) trait Notify: Send + Sync {
 }
 
 /// An entry of an event's waiter list: a box of its own ([`EventState::subscribe`]), or a
-/// [`Link`] embedded in the thing it notifies ([`EventState::subscribe_in`]), which saves a
+/// [`WaitLink`] embedded in the thing it notifies ([`EventState::subscribe_in`]), which saves a
 /// task its allocations per precondition (and the frees on the triggering thread).
 pub(crate) struct Waiter {
     next: *mut Waiter,
@@ -46,18 +46,18 @@ pub(crate) struct Waiter {
 }
 
 /// Room for one waiter, embedded in what it notifies (a task node has a few).
-pub(crate) struct Link(std::cell::UnsafeCell<Waiter>);
+pub(crate) struct WaitLink(std::cell::UnsafeCell<Waiter>);
 
 // SAFETY: a link is reached by the one thread that subscribes it until its push publishes
 // it, then only by the one thread whose swap took the event's list (or by the event's drop),
 // which hands the target on and never touches the link again.
-unsafe impl Sync for Link {}
+unsafe impl Sync for WaitLink {}
 // SAFETY: as for `Sync`; its target is `Send + Sync`.
-unsafe impl Send for Link {}
+unsafe impl Send for WaitLink {}
 
-impl Link {
-    pub(crate) const fn new() -> Link {
-        Link(std::cell::UnsafeCell::new(Waiter {
+impl WaitLink {
+    pub(crate) const fn new() -> WaitLink {
+        WaitLink(std::cell::UnsafeCell::new(Waiter {
             next: ptr::null_mut(),
             target: None,
             boxed: false,
@@ -155,7 +155,7 @@ impl EventState {
     /// # Safety
     /// `link` is in no list (each link of a task node is subscribed once), and its memory
     /// stays valid as long as `target`'s referent does (it is embedded in it).
-    pub(crate) unsafe fn subscribe_in(&self, link: &Link, target: Arc<dyn Notify>) {
+    pub(crate) unsafe fn subscribe_in(&self, link: &WaitLink, target: Arc<dyn Notify>) {
         let node = link.0.get();
         // SAFETY: unlisted (the contract): this thread alone reaches it.
         unsafe {
@@ -261,11 +261,11 @@ impl Drop for EventState {
 
 /// Anything that owns an event's state: a plain event, a merge, or a task node, which embeds
 /// its completion event so that a launch allocates once.
-pub(crate) trait Source: Send + Sync + 'static {
+pub(crate) trait HasState: Send + Sync + 'static {
     fn state(&self) -> &EventState;
 }
 
-impl Source for EventState {
+impl HasState for EventState {
     fn state(&self) -> &EventState {
         self
     }
@@ -281,7 +281,7 @@ impl Source for EventState {
 /// tactor::Event::merge(&[a, b]).wait().unwrap();
 /// ```
 #[derive(Clone)]
-pub struct Event(pub(crate) Arc<dyn Source>);
+pub struct Event(pub(crate) Arc<dyn HasState>);
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -432,7 +432,7 @@ struct Merge {
     state: EventState,
 }
 
-impl Source for Merge {
+impl HasState for Merge {
     fn state(&self) -> &EventState {
         &self.state
     }

@@ -9,7 +9,7 @@
 //! fork-join jobs' split deque is ours, and is modelled: every job taken exactly once.
 
 use crate::countdown::{Countdown, Outcome};
-use crate::event::{Event, EventState, Link, Notify};
+use crate::event::{Event, EventState, Notify, WaitLink};
 use crate::failure::Failure;
 use crate::runtime::idle::Idle;
 use crate::runtime::job::{self, Header, JobRef};
@@ -50,7 +50,7 @@ fn loom_subscribe_racing_trigger_notifies_exactly_once() {
 
 /// Something notified through links embedded in itself, as a task node is.
 struct Linked {
-    links: [Link; 2],
+    links: [WaitLink; 2],
     told: AtomicUsize,
 }
 
@@ -62,7 +62,7 @@ impl Notify for Linked {
 
 fn linked() -> Arc<Linked> {
     Arc::new(Linked {
-        links: [Link::new(), Link::new()],
+        links: [WaitLink::new(), WaitLink::new()],
         told: AtomicUsize::new(0),
     })
 }

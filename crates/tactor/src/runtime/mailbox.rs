@@ -28,7 +28,7 @@ pub(crate) trait Resident {
     /// Runs the ready vertices, and those they make ready on this worker; sends the messages
     /// they owe other workers. Returns whether it ran any, and whether this worker's part of
     /// the instance is done.
-    fn run(&mut self, out: &Outbox<'_>) -> (bool, bool);
+    fn run(&mut self, out: &RingOut<'_>) -> (bool, bool);
     /// The runtime shut down: poison the instance and trigger its events.
     fn cancel(&self);
 }
@@ -209,16 +209,16 @@ pub(crate) struct Mailbox {
 }
 
 /// The sending end a running resident uses, and its look at the messages waiting for it.
-pub(crate) struct Outbox<'a> {
+pub(crate) struct RingOut<'a> {
     rings: &'a Rings,
     from: usize,
     send: &'a RefCell<SendState>,
     table: &'a RefCell<Table>,
-    /// Messages taken by [`Outbox::next_for`] in this poll.
+    /// Messages taken by [`RingOut::next_for`] in this poll.
     taken: Cell<u32>,
 }
 
-impl Outbox<'_> {
+impl RingOut<'_> {
     /// The vertex of the first message waiting in a ring from another worker, if it is for
     /// instance `id`: the running resident takes it itself, without the round trip through
     /// the table (put back, delivered, taken out again; measured: `docs/measurements.md`,
@@ -391,7 +391,7 @@ impl Mailbox {
         if self.quiet() {
             return false;
         }
-        let out = Outbox {
+        let out = RingOut {
             rings: &self.rings,
             from: self.me,
             send: &self.send,

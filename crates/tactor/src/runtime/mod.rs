@@ -13,7 +13,7 @@ pub(crate) mod task;
 mod worker;
 
 pub(crate) use channel::Msg;
-pub(crate) use mailbox::{Outbox, Pending, Resident};
+pub(crate) use mailbox::{Pending, Resident, RingOut};
 pub use task::Placement;
 
 use crate::event::Event;
@@ -25,6 +25,25 @@ use smallvec::SmallVec;
 use std::panic::Location;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+/// The sources of work worker `w` polls: the pollers, then its compiled-subgraph mailbox.
+/// Assembled here, above the modules that implement [`source::Source`], so that the worker
+/// loop and the trait know no kind by name.
+fn sources_for(
+    rings: &Arc<mailbox::Rings>,
+    pollers: &[Arc<dyn Poller>],
+    w: usize,
+) -> Vec<std::rc::Rc<dyn source::Source>> {
+    use std::rc::Rc;
+    // Pollers first: what they find often goes to the mailbox (an instance's external
+    // precondition), which then runs it in the same pass.
+    let mut sources: Vec<Rc<dyn source::Source>> = pollers
+        .iter()
+        .map(|p| Rc::new(source::External::new(p.clone(), w)) as Rc<dyn source::Source>)
+        .collect();
+    sources.push(Rc::new(mailbox::Mailbox::new(rings.clone(), w)));
+    sources
+}
 use std::time::Duration;
 pub(crate) use task::Finish;
 use task::TaskNode;

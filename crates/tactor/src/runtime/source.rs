@@ -2,11 +2,9 @@
 //! queues (and so without a wake-up), such as compiled-subgraph messages through the rings
 //! between workers, or a network's completion queues. The worker loop knows them only through
 //! [`Source`]; a new kind inside the runtime is a module implementing it and one line in
-//! [`for_worker`]; a kind from outside (a network layer) is a [`Poller`] given to
+//! `runtime::sources_for` (which assembles them, above both); a kind from outside (a network layer) is a [`Poller`] given to
 //! [`Builder::poller`](crate::Builder::poller).
 
-use super::mailbox::{Mailbox, Rings};
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// One worker's end of a source of work. Owned by the worker's thread.
@@ -94,9 +92,16 @@ pub(crate) enum Polled {
 
 /// A [`Poller`] as one worker's [`Source`]. Not `busy`: a poll costs a pass through the
 /// network library, so an idle worker looks at its queues between polls.
-struct External {
+pub(crate) struct External {
     poller: Arc<dyn Poller>,
     worker: usize,
+}
+
+impl External {
+    /// Worker `worker`'s end of `poller`.
+    pub(crate) fn new(poller: Arc<dyn Poller>, worker: usize) -> External {
+        External { poller, worker }
+    }
 }
 
 impl Source for External {
@@ -117,26 +122,4 @@ impl Source for External {
     }
 
     fn cancel(&self) {}
-}
-
-/// The sources of worker `w`: the pollers, then its compiled-subgraph mailbox.
-pub(crate) fn for_worker(
-    rings: &Arc<Rings>,
-    pollers: &[Arc<dyn Poller>],
-    w: usize,
-) -> Vec<Rc<dyn Source>> {
-    let mailbox = Rc::new(Mailbox::new(rings.clone(), w));
-    // Pollers first: what they find often goes to the mailbox (an instance's external
-    // precondition), which then runs it in the same pass.
-    let mut sources: Vec<Rc<dyn Source>> = pollers
-        .iter()
-        .map(|p| {
-            Rc::new(External {
-                poller: p.clone(),
-                worker: w,
-            }) as Rc<dyn Source>
-        })
-        .collect();
-    sources.push(mailbox);
-    sources
 }

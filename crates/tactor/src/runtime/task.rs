@@ -2,7 +2,7 @@
 
 use super::Shared;
 use crate::countdown::{Countdown, Outcome};
-use crate::event::{Event, EventState, Link, Notify, Source};
+use crate::event::{Event, EventState, HasState, Notify, WaitLink};
 use crate::failure::{panic_message, Cause, Failure, TaskLabel};
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -34,7 +34,7 @@ pub(crate) struct TaskNode<J: ?Sized = dyn Body> {
     launched_at: &'static Location<'static>,
     pub(crate) shared: Arc<Shared>,
     /// Room for the node's first few subscriptions (one per pending precondition).
-    links: [Link; LINKS],
+    links: [WaitLink; LINKS],
     job: J,
 }
 
@@ -111,7 +111,7 @@ impl<F: FnOnce() + Send + 'static> TaskNode<Once<F>> {
             name,
             launched_at,
             shared,
-            links: [const { Link::new() }; LINKS],
+            links: [const { WaitLink::new() }; LINKS],
             job: Once(UnsafeCell::new(Some(job))),
         }
     }
@@ -202,7 +202,7 @@ impl<J: Body + ?Sized> TaskNode<J> {
     }
 }
 
-impl<J: Body + ?Sized + 'static> Source for TaskNode<J> {
+impl<J: Body + ?Sized + 'static> HasState for TaskNode<J> {
     fn state(&self) -> &EventState {
         &self.state
     }

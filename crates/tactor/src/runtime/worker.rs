@@ -2,7 +2,7 @@
 
 use super::frames;
 use super::job::{self, JobRef};
-use super::source::{self, Polled, Source};
+use super::source::{Polled, Source};
 use super::task::{Placement, TaskNode};
 use super::Shared;
 use crate::event::{self, Event};
@@ -206,7 +206,7 @@ const QUEUE_LOOK_EVERY: u32 = 16;
 /// The body of worker thread `index`.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Worker<Task>, jobs: job::Owner) {
     shared.idle.register(index, sync::current());
-    let sources = source::for_worker(&shared.rings, &shared.pollers, index);
+    let sources = super::sources_for(&shared.rings, &shared.pollers, index);
     let ctx = WorkerCtx {
         sources,
         shared,

@@ -11,7 +11,7 @@ use super::compile::Compiled;
 use crate::countdown::Outcome;
 use crate::event::{Event, Notify};
 use crate::failure::{panic_message, Cause, Failure, TaskLabel};
-use crate::runtime::{Handle, Msg, Outbox, Resident};
+use crate::runtime::{Handle, Msg, Resident, RingOut};
 use crate::sync::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::{Arc, Mutex};
@@ -163,7 +163,7 @@ impl<A> Cursor<A> {
         }
     }
 
-    fn run_vertex(&mut self, v: u32, out: &Outbox<'_>) {
+    fn run_vertex(&mut self, v: u32, out: &RingOut<'_>) {
         let Cursor {
             state,
             base,
@@ -235,7 +235,7 @@ impl<A> Resident for Cursor<A> {
         !self.ready.is_empty()
     }
 
-    fn run(&mut self, out: &Outbox<'_>) -> (bool, bool) {
+    fn run(&mut self, out: &RingOut<'_>) -> (bool, bool) {
         let mut ran = false;
         loop {
             while let Some(v) = self.ready.pop() {

@@ -93,7 +93,7 @@ const FENCE_EVERY: i64 = 8;
 /// The driver relaunches itself behind the fence this many batches (traced chunks) back: it
 /// issues ahead of the execution by up to this many, so that a chunk is issued before the one
 /// it follows ends even though the driver only gets the gaps between vertices on its worker.
-const AHEAD: usize = 3;
+const ISSUE_AHEAD: usize = 3;
 
 /// Tasks per chunk of `traced` (cut as `compiled` cuts its chunks): its first chunk of each
 /// shape is analysed and recorded, the rest replayed, so `compiled`'s longer chunks (4096
@@ -708,18 +708,18 @@ struct Cursor {
 /// was made.
 type Fences = VecDeque<(Event, u64)>;
 
-/// The fence the driver relaunches behind: the oldest once [`AHEAD`] are kept, so that it
+/// The fence the driver relaunches behind: the oldest once [`ISSUE_AHEAD`] are kept, so that it
 /// issues at most that many batches (traced chunks) ahead of the execution; but only a fence
 /// made before every launch the program still holds (`issued` of them are issued). On ranks,
 /// held launches of `auto` (a fragment not yet complete) may be sends another rank needs to
 /// reach its own fence: waiting behind a later fence while holding them could leave two ranks
 /// each waiting for the other. The driver then issues on until the fragment completes.
 fn behind(fences: &mut Fences, issued: u64) -> Option<Event> {
-    while fences.len() > AHEAD && fences[1].1 <= issued {
+    while fences.len() > ISSUE_AHEAD && fences[1].1 <= issued {
         fences.pop_front();
     }
     let (oldest, at) = fences.front()?;
-    (fences.len() >= AHEAD && *at <= issued).then(|| oldest.clone())
+    (fences.len() >= ISSUE_AHEAD && *at <= issued).then(|| oldest.clone())
 }
 
 /// Where the driver runs: always on one worker (the last). Placed anywhere, each relaunch
@@ -732,7 +732,7 @@ fn driver_place(handle: &Handle) -> Placement {
 /// Issues the program from `at` on. `implicit` and `auto` issue `CHUNK` timesteps per driver
 /// task, and relaunch the driver behind the fence of the batch before last. `traced` issues
 /// chunk after chunk in one task, relaxing (its worker runs its share of the instances in
-/// flight meanwhile), and waits only when it is `AHEAD` chunks ahead of the execution.
+/// flight meanwhile), and waits only when it is `ISSUE_AHEAD` chunks ahead of the execution.
 fn drive(
     handle: Handle,
     mut st: State,

@@ -317,7 +317,7 @@ impl Chain<'_> {
     }
 }
 
-/// Keeps `AHEAD` instances of a chain in flight: each instance's completion instantiates the
+/// Keeps `CHAINS_AHEAD` instances of a chain in flight: each instance's completion instantiates the
 /// next one, like an iterative application's launch window. (Instantiating everything up front
 /// would leave hundreds of instances registered on every worker, each polled while idle.)
 fn run_chain<'s>(s: &Scope<'s>, chain: &'s Mutex<Chain<'s>>, done: &'s Mutex<Vec<Event>>) {
@@ -331,7 +331,7 @@ fn run_chain<'s>(s: &Scope<'s>, chain: &'s Mutex<Chain<'s>>, done: &'s Mutex<Vec
 }
 
 /// Instances of one chain in flight at once.
-const AHEAD: usize = 3;
+const CHAINS_AHEAD: usize = 3;
 
 impl System for Compiled {
     fn name(&self) -> &'static str {
@@ -356,7 +356,7 @@ impl System for Compiled {
             .map(|g| g.max_width)
             .fold(0, i64::saturating_add);
         let tasks = chunk_tasks(cfg);
-        let in_flight = chunk_steps(width, tasks).saturating_mul(AHEAD as i64 + 1);
+        let in_flight = chunk_steps(width, tasks).saturating_mul(CHAINS_AHEAD as i64 + 1);
         let chunk = |steps: i64| steps.min(in_flight);
         footprint::rows(app, 2, 2)
             .saturating_add(footprint::per_task(app, chunk, 256, 48))
@@ -410,7 +410,7 @@ impl System for Compiled {
                 for chain in &chains {
                     let done = &done;
                     s.launch(Placement::Any, &[], move |s| {
-                        for _ in 0..AHEAD {
+                        for _ in 0..CHAINS_AHEAD {
                             run_chain(s, chain, done);
                         }
                     });

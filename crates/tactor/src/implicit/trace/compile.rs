@@ -1,0 +1,232 @@
+//! Compiling a recording: its launches fused into vertices per worker and level, its edges,
+//! outside events and region states turned into a subgraph.
+
+use super::replay::{places_of, Ahead, Run};
+use super::*;
+
+/// Launches fused into one vertex at most: a vertex signals its successors when all its
+/// launches ran, so a bound keeps a worker from holding back another for long.
+pub(super) const FUSE_MAX: usize = 16;
+
+/// The vertices of a recording: which launches each runs, in launch order.
+///
+/// A launch's *depth* counts the worker changes on its longest chain of dependences in the
+/// fragment; its *rank* counts same-worker dependences at its depth. Launches of one worker
+/// with the same depth and rank (at most [`FUSE_MAX`] of them) become one vertex. Every
+/// dependence goes to a strictly greater (depth, rank), so the launches of a vertex do not
+/// depend on each other and the vertices form no cycle. This is what `compiled` does by hand
+/// for `-and` (one vertex runs a point of every graph): with 4 graphs of `nearest` a recorded
+/// timestep is 2 vertices instead of 8, and 2 messages instead of 8 per edge between workers.
+///
+/// Only launches that wait, directly or through others, for the same outside events fuse:
+/// a vertex waits for all its launches' events, and an event may come from another rank only
+/// once some launch of this fragment ran (a receive fused beside the sends that feed the
+/// other side, or a send beside the readers of a receive, deadlock two ranks). With equal
+/// sets no launch waits for an event it did not wait for already.
+pub(super) fn fuse(workers: &[usize], deps: &[Vec<Sym>]) -> Vec<Vec<u32>> {
+    let waits = outside_sets(deps);
+    let mut level = Vec::with_capacity(workers.len());
+    let mut open: HashMap<(usize, u32, u32, u32), usize> = HashMap::new();
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    for (k, (&w, deps)) in workers.iter().zip(deps).enumerate() {
+        let (mut depth, mut rank) = (0u32, 0u32);
+        for &s in deps {
+            if let Sym::Task(j) = s {
+                let (dj, _) = level[j as usize];
+                depth = depth.max(dj + u32::from(workers[j as usize] != w));
+            }
+        }
+        for &s in deps {
+            if let Sym::Task(j) = s {
+                let (dj, rj) = level[j as usize];
+                if workers[j as usize] == w && dj == depth {
+                    rank = rank.max(rj + 1);
+                }
+            }
+        }
+        level.push((depth, rank));
+        let key = (w, depth, rank, waits[k]);
+        let g = match open.get(&key) {
+            Some(&g) if groups[g].len() < FUSE_MAX => g,
+            _ => {
+                groups.push(Vec::new());
+                open.insert(key, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        groups[g].push(k as u32);
+    }
+    groups
+}
+
+/// For each launch, which outside events it waits for, directly or through earlier launches:
+/// equal sets get equal numbers (0: none). Recording only, once per trace.
+fn outside_sets(deps: &[Vec<Sym>]) -> Vec<u32> {
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::from([(Vec::new(), 0)]);
+    let mut sets: Vec<Vec<u32>> = vec![Vec::new()];
+    let mut of = Vec::with_capacity(deps.len());
+    for d in deps {
+        let mut set: Vec<u32> = Vec::new();
+        for &s in d {
+            match s {
+                Sym::Task(j) => set.extend_from_slice(&sets[of[j as usize] as usize]),
+                Sym::Outside(n) => set.push(n),
+                Sym::Version(_) | Sym::All(_) => {}
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        let next = sets.len() as u32;
+        let id = *ids.entry(set.clone()).or_insert(next);
+        if id == next {
+            sets.push(set);
+        }
+        of.push(id);
+    }
+    of
+}
+
+/// Builds the subgraph of a recording.
+pub(super) fn compile(
+    id: u64,
+    handle: &Handle,
+    rec: Recording,
+    units: usize,
+    cells: &[Arc<dyn Send + Sync>],
+) -> Result<Recorded, TraceError> {
+    let mut b = SubgraphBuilder::<Arena>::new();
+    let groups = fuse(&rec.workers, &rec.deps);
+    let mut vertex = vec![0u32; rec.workers.len()];
+    let several = handle.workers() > 1;
+    let (places, entry_workers) = places_of(&rec.sigs, &rec.workers);
+    for (g, members) in groups.into_iter().enumerate() {
+        for &k in &members {
+            vertex[k as usize] = g as u32;
+        }
+        let w = rec.workers[members[0] as usize];
+        let ahead = if several {
+            Ahead::of(&members, &rec.sigs, cells)
+        } else {
+            Ahead::default()
+        };
+        let runs = Run::of(&members, places.as_deref());
+        b.task(w, move |jobs: &Arena| {
+            ahead.ask();
+            for run in &runs {
+                // SAFETY: vertex `g` of an instance runs at most once (the subgraph's
+                // exactly-once execution, tested in `tests/subgraph.rs`), each launch is in
+                // one vertex only, and the vertex's arguments are its own closures, placed
+                // as `places_of` says (a run of points names their shared entry).
+                unsafe {
+                    match run {
+                        Run::One(k) => jobs.run_launch(*k as usize),
+                        Run::Points(entry, points, launches) => {
+                            jobs.run_points(*entry, points, launches)
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let mut edges = HashSet::new();
+    let mut pres: Vec<Sym> = Vec::new();
+    let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
+    let mut seen = HashSet::new();
+    for (k, deps) in rec.deps.iter().enumerate() {
+        let v = vertex[k];
+        let task = crate::subgraph::TaskId(v);
+        for &s in deps {
+            match s {
+                Sym::Task(j) => {
+                    debug_assert_ne!(vertex[j as usize], v, "fused launches are independent");
+                    if edges.insert((vertex[j as usize], v)) {
+                        b.edge(crate::subgraph::TaskId(vertex[j as usize]), task);
+                    }
+                }
+                entry => {
+                    if !seen.insert((entry, v)) {
+                        continue;
+                    }
+                    let pre = *pre_ids.entry(entry).or_insert_with(|| {
+                        pres.push(entry);
+                        b.precondition()
+                    });
+                    b.wait_for(pre, task);
+                }
+            }
+        }
+    }
+    let mut regions: Vec<_> = rec.states.into_iter().collect();
+    regions.sort_by_key(|(r, _)| *r);
+    let mut exits = Vec::with_capacity(regions.len());
+    // One postcondition per distinct set of vertices: the regions a vertex leaves share it
+    // (4 graphs of `nearest` on 2 workers leave 5 sets, not one per region and side), so
+    // the next execution subscribes to a few events instead of dozens — each a cache line
+    // the other workers last wrote (24 subscriptions were 5 µs of every instance's start).
+    let mut posts: HashMap<Vec<u32>, PostId> = HashMap::new();
+    for (r, state) in regions {
+        let mut side = |list: &[Sym]| {
+            let mut out = Vec::new();
+            let mut vertices: Vec<u32> = Vec::new();
+            for &s in list {
+                match s {
+                    Sym::Task(k) => vertices.push(vertex[k as usize]),
+                    entry => out.push(Out::Entry(entry)),
+                }
+            }
+            if !vertices.is_empty() {
+                vertices.sort_unstable();
+                vertices.dedup();
+                let p = *posts.entry(vertices).or_insert_with_key(|vs| {
+                    let p = b.postcondition();
+                    for &v in vs {
+                        b.signal(crate::subgraph::TaskId(v), p);
+                    }
+                    p
+                });
+                out.insert(0, Out::Post(p));
+            }
+            out
+        };
+        let producers = side(&state.producers);
+        let readers = side(&state.readers);
+        exits.push((r, producers, readers));
+    }
+    let graph = b
+        .compile(handle)
+        .map_err(|error| TraceError::Compile { id, error })?;
+    let mut accesses = Vec::new();
+    let steps = rec
+        .sigs
+        .iter()
+        .map(|s| {
+            let start = accesses.len() as u32;
+            accesses.extend_from_slice(&s.accesses);
+            Step {
+                kind: s.kind.id,
+                placement: s.placement,
+                accesses: (start, accesses.len() as u32),
+                outside: s.outside,
+                index: s.index,
+            }
+        })
+        .collect();
+    let replay_slots = crate::implicit::arena::slots_for(&entry_workers);
+    Ok(Recorded {
+        typed: Arc::new(Typed {
+            boxes: rec.typed,
+            id,
+            sigs: rec.sigs,
+            steps,
+            accesses,
+        }),
+        slots: crate::implicit::arena::slots_for(&rec.workers),
+        entries: entry_workers.len(),
+        places: places.map(Arc::from),
+        replay_slots,
+        graph,
+        pres,
+        exits,
+        units,
+    })
+}
