@@ -177,9 +177,8 @@ impl Tile {
     /// The local rows and columns of this tile inside the grid's interior.
     fn interior(&self) -> (Range<usize>, Range<usize>) {
         let clip = |at: usize, len: usize| {
-            let lo = R.max(at);
-            let hi = (self.n - R).min(at + len);
-            lo.saturating_sub(at)..hi.saturating_sub(at).max(lo.saturating_sub(at))
+            let (lo, hi) = (R.max(at), (self.n - R).min(at + len));
+            lo - at..hi.max(lo) - at
         };
         (clip(self.at.0, self.size.0), clip(self.at.1, self.size.1))
     }
@@ -267,27 +266,24 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
     let (across, down) = check(p.n, count, p.across)?;
     let grid = tiles(p.n, across, down);
     let owner = |t: usize| t / p.tiles_per_worker;
-    let inp: Vec<Region<Vec<f64>>> = (0..count)
-        .map(|t| prog.region(owner(t), grid[t].initial()))
-        .collect();
+    // Each tile's `in`, and the strips every tile shares, in two generations (a sweep reads
+    // its neighbours' of this one and writes its own of the next): both start as the tile's
+    // initial edges, cut from its initial `in`, computed once.
+    let mut inp: Vec<Region<Vec<f64>>> = Vec::with_capacity(count);
+    let mut strips: Vec<Vec<[Region<Vec<f64>>; 4]>> = vec![Vec::new(), Vec::new()];
+    for (t, tile) in grid.iter().enumerate() {
+        let start = tile.initial();
+        for generation in &mut strips {
+            generation.push([BELOW, ABOVE, LEFT, RIGHT].map(|side| {
+                let mut s = Vec::new();
+                tile.take_strip(&start, side, &mut s);
+                prog.region(owner(t), s)
+            }));
+        }
+        inp.push(prog.region(owner(t), start));
+    }
     let out: Vec<Region<Vec<f64>>> = (0..count)
         .map(|t| prog.region(owner(t), vec![0.0; grid[t].size.0 * grid[t].size.1]))
-        .collect();
-    // The strips every tile shares, in two generations: a sweep reads its neighbours' of
-    // this one and writes its own of the next.
-    let strips: Vec<Vec<[Region<Vec<f64>>; 4]>> = (0..2)
-        .map(|_| {
-            (0..count)
-                .map(|t| {
-                    let at = grid[t].initial();
-                    [BELOW, ABOVE, LEFT, RIGHT].map(|side| {
-                        let mut s = Vec::new();
-                        grid[t].take_strip(&at, side, &mut s);
-                        prog.region(owner(t), s)
-                    })
-                })
-                .collect()
-        })
         .collect();
     // Per tile, its neighbours: (the side of this tile, the neighbour, the neighbour's strip).
     let beside = |t: usize| {
