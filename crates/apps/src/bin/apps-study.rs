@@ -22,6 +22,10 @@ struct Cli {
     /// Sizes instead of the study's (grid side for stencil, unknowns for cg)
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<u64>,
+    /// Tiles (stencil) or blocks (cg) per worker in Tactor's runs: 1 is the fastest
+    /// placement; more over-decompose, where the analysis per launch dominates
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pieces: u64,
     /// Directory for the CSV, JSON and plots
     #[arg(long, default_value = "results/apps")]
     out: PathBuf,
@@ -84,7 +88,7 @@ fn study(cli: &Cli) -> Result<(), String> {
         } else {
             cli.sizes.clone()
         };
-        let who = study::contenders(app, &tactor, &peers);
+        let who = study::contenders(app, &tactor, cli.pieces as usize, &peers);
         let total = sizes.len() * who.len() * cli.reps as usize;
         let mut done = 0;
         for &size in &sizes {
@@ -151,6 +155,22 @@ fn write(cli: &Cli, rows: &[Row]) -> Result<(), String> {
             r.min_s * 1e6,
             r.max_s * 1e6
         );
+    }
+    let speedups = study::traced_speedups(rows);
+    if !speedups.is_empty() {
+        println!(
+            "\ntraced speed-up (untraced median / traced median), {} piece(s) a worker:",
+            cli.pieces
+        );
+        for (app, size, place, ratio) in speedups {
+            println!(
+                "{:<8} {:>9}  {:<6} {:>6.2}x",
+                app.name(),
+                size,
+                place,
+                ratio
+            );
+        }
     }
     eprintln!("wrote {} and apps-study.json", csv_path.display());
     Ok(())

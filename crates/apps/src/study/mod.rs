@@ -35,10 +35,11 @@ impl App {
         }
     }
 
-    /// Iterations at `size`: enough that a run is not all start-up, few at the large sizes.
+    /// Iterations at `size`: enough that a run is not all start-up, few at the large sizes
+    /// (but at least 20: runs of ~50 ms at the cache-bound sizes moved ±20 % between runs).
     pub fn iterations(self, size: u64) -> u64 {
         match self {
-            App::Stencil => (50_000_000 / (size * size)).clamp(10, 1000),
+            App::Stencil => (200_000_000 / (size * size)).clamp(20, 1000),
             App::Cg => (10_000_000 / size).clamp(20, 1000),
         }
     }
@@ -61,14 +62,17 @@ enum Kind {
         exe: String,
         workers: usize,
         traced: bool,
+        /// Tiles (stencil) or blocks (cg) per worker.
+        pieces: usize,
     },
     PrkMpi(String),
     PrkOpenmp(String),
     Petsc(String),
 }
 
-/// The contenders of `app`: Tactor's six placements, and the peers whose programs were given.
-pub fn contenders(app: App, tactor: &str, peers: &Peers) -> Vec<Contender> {
+/// The contenders of `app`: Tactor's six placements (with `pieces` tiles or blocks a worker),
+/// and the peers whose programs were given.
+pub fn contenders(app: App, tactor: &str, pieces: usize, peers: &Peers) -> Vec<Contender> {
     let mut v = Vec::new();
     for traced in [false, true] {
         for (ranks, workers) in [(0, 1), (0, 2), (2, 1)] {
@@ -84,6 +88,7 @@ pub fn contenders(app: App, tactor: &str, peers: &Peers) -> Vec<Contender> {
                     exe: tactor.to_string(),
                     workers,
                     traced,
+                    pieces,
                 },
             });
         }
@@ -135,6 +140,7 @@ impl Contender {
                 exe,
                 workers,
                 traced,
+                pieces,
             } => {
                 args.extend(["-w".into(), workers.to_string(), "--json".into()]);
                 if *traced {
@@ -142,7 +148,15 @@ impl Contender {
                 }
                 args.push(app.name().into());
                 let k = if app == App::Stencil { "-i" } else { "-k" };
-                args.extend(["-n".into(), n, k.into(), its]);
+                let per = if app == App::Stencil { "-t" } else { "-b" };
+                args.extend([
+                    "-n".into(),
+                    n,
+                    k.into(),
+                    its,
+                    per.into(),
+                    pieces.to_string(),
+                ]);
                 if app == App::Cg {
                     args.push("--no-serial".into());
                 }
@@ -240,4 +254,26 @@ pub struct Row {
     pub max_s: f64,
     /// Repetitions.
     pub reps: usize,
+}
+
+/// What tracing bought at each size: for every Tactor placement measured both ways, its
+/// untraced median over its traced one, as `(app, size, placement, ratio)`.
+pub fn traced_speedups(rows: &[Row]) -> Vec<(App, u64, String, f64)> {
+    let mut out = Vec::new();
+    for traced in rows.iter().filter(|r| r.contender.ends_with(" traced")) {
+        let place = traced.contender.trim_end_matches(" traced");
+        if let Some(plain) = rows
+            .iter()
+            .find(|r| r.app == traced.app && r.size == traced.size && r.contender == place)
+        {
+            let name = place.trim_start_matches("tactor ").to_string();
+            out.push((
+                traced.app,
+                traced.size,
+                name,
+                plain.median_s / traced.median_s,
+            ));
+        }
+    }
+    out
 }

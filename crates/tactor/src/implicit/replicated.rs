@@ -437,7 +437,6 @@ impl Replicated {
     /// sends it to the others and folds them all, in rank order, once they arrived.
     fn close(&mut self, region: u32) {
         let me = self.job.rank();
-        let (job, inbox) = (self.job.clone(), self.inbox.clone());
         let shard = self
             .shards
             .get_mut(region as usize)
@@ -460,6 +459,9 @@ impl Replicated {
         if holders.len() == 1 {
             return;
         }
+        // Cloned only past the returns: this runs for every read, and the job's count is a
+        // line other threads touch.
+        let (job, inbox) = (self.job.clone(), self.inbox.clone());
         let partials = group
             .partials
             .as_deref()
@@ -497,7 +499,6 @@ impl Replicated {
     /// `local`, the worker that will read it) if it does not.
     fn bring(&mut self, region: u32, rank: usize, local: usize) {
         let me = self.job.rank();
-        let (job, inbox) = (self.job.clone(), self.inbox.clone());
         let shard = self
             .shards
             .get_mut(region as usize)
@@ -515,9 +516,9 @@ impl Replicated {
         if me == home {
             shard
                 .copies
-                .send(&mut self.program, home_worker, &job, PORT, rank, key);
+                .send(&mut self.program, home_worker, &self.job, PORT, rank, key);
         } else if me == rank {
-            let (slot, arrived) = inbox.expect(key);
+            let (slot, arrived) = self.inbox.expect(key);
             shard
                 .copies
                 .receive(&mut self.program, local, arrived, slot);
