@@ -189,7 +189,7 @@ def apps_rows(args):
     rows = []
     for name, files in (("tactor-apps stencil", ["stencil.rs", "blocks.rs", "fragments.rs"]),
                         ("tactor-apps cg", ["cg.rs", "blocks.rs", "fragments.rs"]),
-                        ("tactor-apps command (both)", ["bin/tactor-apps.rs"])):
+                        ("tactor-apps command (both)", ["bin/tactor-apps.rs", "launch.rs"])):
         lines = [l for f in files for l in code_lines(os.path.join(apps, f))]
         rows.append((name, len(lines), len(constructs(lines, methods)), files))
     if args.prk:
