@@ -3,7 +3,7 @@
 //! refused with one line; a check failing on one rank fails the job, named by that rank.
 #![cfg(feature = "mpi")]
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn mpirun(np: usize, args: &str) -> Output {
     mpirun_with(np, &[], args)
@@ -11,20 +11,13 @@ fn mpirun(np: usize, args: &str) -> Output {
 
 /// `bale args` on `np` ranks, with `launcher` flags given to `mpirun` first.
 fn mpirun_with(np: usize, launcher: &[&str], args: &str) -> Output {
-    let mut c = Command::new("mpirun");
-    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe")
-        .args(launcher)
-        .args(["-np", &np.to_string()])
-        .arg(env!("CARGO_BIN_EXE_bale"))
-        .args(args.split_whitespace());
-    let out = c
-        .output()
-        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)");
-    let _ = std::fs::remove_dir_all(session);
-    out
+    tactor_comm::launcher::run_mpirun(|c| {
+        c.args(launcher)
+            .args(["-np", &np.to_string()])
+            .arg(env!("CARGO_BIN_EXE_bale"))
+            .args(args.split_whitespace());
+    })
+    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
 }
 
 /// Runs `args` on `np` ranks, which must succeed with one JSON line from rank 0.

@@ -13,22 +13,11 @@ fn commbench(args: &[&str]) -> Output {
 
 /// `mpirun --oversubscribe -np 2 commbench ARGS`.
 fn on_two_ranks(args: &[&str]) -> Output {
-    let mut c = Command::new("mpirun");
-    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
-    let o = c
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args([
-            "--oversubscribe",
-            "-np",
-            "2",
-            env!("CARGO_BIN_EXE_commbench"),
-        ])
-        .args(args)
-        .output()
-        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)");
-    let _ = std::fs::remove_dir_all(session);
-    o
+    tactor_comm::launcher::run_mpirun(|c| {
+        c.args(["-np", "2", env!("CARGO_BIN_EXE_commbench")])
+            .args(args);
+    })
+    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Whether this process was started by an MPI launcher, and as which rank; and a private
-//! session directory for launching one.
+//! Whether this process was started by an MPI launcher, and as which rank; and how this
+//! project's tools and tests start a job of their own ([`Mpirun`]).
 
 /// The job size and this process's rank as an MPI launcher (Open MPI's `mpirun`, MPICH/Hydra's
 /// `mpiexec`) announces them in the environment, or `None` when the process was
@@ -51,9 +51,8 @@ fn launcher_count(vars: &[&str]) -> Option<usize> {
         .find_map(|k| std::env::var(k).ok()?.trim().parse::<usize>().ok())
 }
 
-/// Runs Open MPI's `mpirun` as a program or a test starts a job: allowed as root,
-/// oversubscribed (more ranks than cores), in a session directory of its own (removed after);
-/// `args` adds the rest (ranks, programs) before it runs. Waits for the job's end.
+/// Runs Open MPI's `mpirun` as a program or a test starts a job (see [`Mpirun`]); `args` adds
+/// the rest (ranks, programs) before it runs. Waits for the job's end.
 ///
 /// ```no_run
 /// let out = tactor_comm::launcher::run_mpirun(|c| {
@@ -65,15 +64,56 @@ fn launcher_count(vars: &[&str]) -> Option<usize> {
 pub fn run_mpirun(
     args: impl FnOnce(&mut std::process::Command),
 ) -> std::io::Result<std::process::Output> {
-    let mut c = std::process::Command::new("mpirun");
-    let session = private_session(&mut c)?;
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe");
-    args(&mut c);
-    let out = c.output();
-    let _ = std::fs::remove_dir_all(session);
-    out
+    let mut m = Mpirun::new()?;
+    args(&mut m);
+    m.output()
+}
+
+/// An Open MPI `mpirun` command as a program or a test starts a job: allowed as root,
+/// oversubscribed (more ranks than cores), in a session directory of its own, removed when
+/// this is dropped — so keep it until the job it spawned has ended. Derefs to the
+/// [`Command`](std::process::Command), to add ranks and programs, then `output` or `spawn`.
+///
+/// ```no_run
+/// let mut m = tactor_comm::launcher::Mpirun::new().unwrap();
+/// let mut job = m.args(["-np", "2", "sleep", "1"]).spawn().unwrap();
+/// assert!(job.wait().unwrap().success());
+/// drop(m); // the session directory goes once the job is over
+/// ```
+pub struct Mpirun {
+    cmd: std::process::Command,
+    session: std::path::PathBuf,
+}
+
+impl Mpirun {
+    /// `mpirun --oversubscribe`, allowed as root, with a private session directory.
+    pub fn new() -> std::io::Result<Mpirun> {
+        let mut cmd = std::process::Command::new("mpirun");
+        let session = private_session(&mut cmd)?;
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .arg("--oversubscribe");
+        Ok(Mpirun { cmd, session })
+    }
+}
+
+impl std::ops::Deref for Mpirun {
+    type Target = std::process::Command;
+    fn deref(&self) -> &std::process::Command {
+        &self.cmd
+    }
+}
+
+impl std::ops::DerefMut for Mpirun {
+    fn deref_mut(&mut self) -> &mut std::process::Command {
+        &mut self.cmd
+    }
+}
+
+impl Drop for Mpirun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.session);
+    }
 }
 
 /// Makes `cmd` (an Open MPI `mpirun`) keep its session files in a directory of its own, so

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::Command;
 use tactor_comm::mpi::{node, MpiTransport};
 
 /// Runs `test` on `ranks` ranks with the node-local path on.
@@ -29,18 +28,13 @@ fn under_mpirun_with(test: &str, ranks: usize, shm: &str, body: impl FnOnce()) {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new("mpirun");
-    let session = tactor_comm::launcher::private_session(&mut cmd).unwrap();
-    let out = cmd
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env(node::ENV, shm)
-        .args(["--oversubscribe", "-np", &ranks.to_string()])
-        .arg(exe)
-        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
-        .output()
-        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)");
-    let _ = std::fs::remove_dir_all(session);
+    let out = tactor_comm::launcher::run_mpirun(|c| {
+        c.env(node::ENV, shm)
+            .args(["-np", &ranks.to_string()])
+            .arg(exe)
+            .args(["--exact", test, "--nocapture", "--test-threads", "1"]);
+    })
+    .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)");
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(

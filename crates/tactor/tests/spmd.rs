@@ -21,23 +21,10 @@ fn on_ranks_workers_with_job<T: Send>(
     workers: usize,
     body: impl Fn(&Arc<Job>, &mut Spmd) -> T + Sync,
 ) -> Vec<T> {
-    let jobs = Job::in_process(ranks, 1);
-    std::thread::scope(|s| {
-        let runs: Vec<_> = jobs
-            .iter()
-            .map(|job: &Arc<Job>| {
-                let body = &body;
-                s.spawn(move || {
-                    let rt = job
-                        .runtime(tactor::Runtime::builder().workers(workers).pin(false))
-                        .unwrap();
-                    let mut spmd = Spmd::new(&rt, job);
-                    body(job, &mut spmd)
-                })
-            })
-            .collect();
-        runs.into_iter().map(|r| r.join().unwrap()).collect()
-    })
+    Job::run_in_process(ranks, workers, |rt, job| body(job, &mut Spmd::new(rt, job)))
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect()
 }
 
 #[test]

@@ -3,33 +3,27 @@
 //! bad input said once, and faults that end every rank.
 #![cfg(feature = "mpi")]
 
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tactor_comm::launcher::Mpirun;
 
-/// `mpirun` for `np` ranks of taskbench, exporting `env` to every rank, and its private
-/// session directory (tests run several `mpirun`s at once), to remove after the job.
-fn mpirun(np: usize, env: &[(&str, &str)]) -> (Command, PathBuf) {
-    let mut c = Command::new("mpirun");
-    let session = tactor_comm::launcher::private_session(&mut c).unwrap();
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", &np.to_string()]);
+/// `mpirun` for `np` ranks of taskbench, exporting `env` to every rank (its session directory
+/// goes when it is dropped: keep it until the job ended).
+fn mpirun(np: usize, env: &[(&str, &str)]) -> Mpirun {
+    let mut c = Mpirun::new().unwrap();
+    c.args(["-np", &np.to_string()]);
     for (k, v) in env {
         c.env(k, v).args(["-x", k]);
     }
     c.arg(env!("CARGO_BIN_EXE_taskbench"));
-    (c, session)
+    c
 }
 
 fn run(np: usize, args: &str, env: &[(&str, &str)]) -> Output {
-    let (mut c, session) = mpirun(np, env);
-    let out = c
+    mpirun(np, env)
         .args(args.split_whitespace())
         .output()
-        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)");
-    let _ = std::fs::remove_dir_all(session);
-    out
+        .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -341,7 +335,7 @@ fn a_killed_rank_ends_the_job() {
 }
 
 fn killed_rank_ends_the_job(system: &str) {
-    let (mut c, session) = mpirun(2, &[]);
+    let mut c = mpirun(2, &[]);
     let mut child = c
         .args(
             "-steps 100000000 -width 4 -type stencil_1d -kernel compute_bound -iter 1000 -worker 1 -system"
@@ -396,7 +390,8 @@ fn killed_rank_ends_the_job(system: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let _ = std::fs::remove_dir_all(session);
+    // The session directory goes with `c`, now that the job is over.
+    drop(c);
 }
 
 /// Variables exported to one rank alone.
