@@ -6,24 +6,20 @@
 use super::access::{Access, Declared, Mode};
 use super::region::{OpId, Partials, Region};
 use super::{Program, TraceError};
+use crate::job::rendezvous::Rendezvous;
 use crate::job::{Job, OpenPort, Wire};
 use crate::{Event, Handle, Placement, TaskFailed, UserEvent};
 use std::any::Any;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Which copy a message carries: the region, the version of it, and the rank that sent it
 /// (the partial results of a reduction are of one version, from several ranks).
 type Key = (u32, u64, u32);
 
-/// Copies that arrived, or that a launch waits for: whichever comes first makes the entry,
-/// the second removes it.
+/// Copies that arrived, or that a launch waits for (the job's [`Rendezvous`]): a waiting
+/// launch's slot takes the bytes and triggers its event.
 #[derive(Default)]
-struct Inbox {
-    slots: Mutex<HashMap<Key, Arc<Slot>>>,
-    /// Set once a rank failed: copies still expected are poisoned with it.
-    failed: Mutex<Option<String>>,
-}
+struct Inbox(Rendezvous<Key>);
 
 struct Slot {
     arrived: UserEvent,
@@ -31,44 +27,28 @@ struct Slot {
 }
 
 impl Inbox {
-    /// The slot of `key`, and whether the other side made it first (then it leaves the map).
-    fn slot(&self, key: Key) -> Arc<Slot> {
-        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(s) = slots.remove(&key) {
-            return s;
-        }
-        let s = Arc::new(Slot {
+    /// The slot of a copy this rank waits for, and the event of its arrival (poisoned if a
+    /// rank failed before it came).
+    fn expect(&self, key: Key) -> (Arc<Slot>, Event) {
+        let slot = Arc::new(Slot {
             arrived: UserEvent::new(),
             data: Mutex::new(None),
         });
-        slots.insert(key, s.clone());
-        s
-    }
-
-    /// The slot of a copy this rank waits for, and the event of its arrival (poisoned at
-    /// once if a rank already failed).
-    fn expect(&self, key: Key) -> (Arc<Slot>, Event) {
-        let slot = self.slot(key);
-        if let Some(why) = &*self.failed.lock().unwrap_or_else(PoisonError::into_inner) {
-            let _ = slot.arrived.poison(why);
-        }
         let arrived = slot.arrived.event();
+        let fill = slot.clone();
+        self.0.expect(
+            key,
+            Box::new(move |got| match got {
+                Ok(data) => {
+                    *fill.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
+                    let _ = fill.arrived.trigger();
+                }
+                Err(why) => {
+                    let _ = fill.arrived.poison(why);
+                }
+            }),
+        );
         (slot, arrived)
-    }
-
-    fn deliver(&self, key: Key, data: Vec<u8>) {
-        let s = self.slot(key);
-        *s.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
-        let _ = s.arrived.trigger();
-    }
-
-    /// Poisons every copy still expected: another rank failed.
-    fn poison(&self, why: &str) {
-        *self.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(why.to_string());
-        let slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(PoisonError::into_inner));
-        for s in slots.into_values() {
-            let _ = s.arrived.poison(why);
-        }
     }
 }
 
@@ -280,14 +260,14 @@ impl Replicated {
                         u64::from_le_bytes(b)
                     };
                     let key = (word(0, 4) as u32, word(4, 8), word(12, 4) as u32);
-                    deliver.deliver(key, m.data[HEADER..].to_vec());
+                    deliver.0.arrive(key, m.data[HEADER..].to_vec());
                 }),
             )
             .expect("one replicated program at a time in a process");
         let poison = Arc::downgrade(&inbox);
         job.on_failure(Box::new(move |rank| {
             if let Some(inbox) = poison.upgrade() {
-                inbox.poison(&format!("rank {rank} failed"));
+                inbox.0.poison(&format!("rank {rank} failed"));
             }
         }));
         Replicated {

@@ -26,6 +26,7 @@
 
 mod collective;
 mod ports;
+pub(crate) mod rendezvous;
 mod spmd;
 mod wire;
 

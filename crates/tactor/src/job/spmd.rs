@@ -4,10 +4,10 @@
 //! message per value and rank, sent when the value is ready, carrying the value (or the
 //! failure that poisoned it, so that poison crosses ranks too).
 
+use super::rendezvous::Rendezvous;
 use super::Wire;
 use super::{Job, OpenPort, PORT_FUTURES};
 use crate::{Future, Handle, Placement, Promise, TaskFailed};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A value that a spawn of an [`Spmd`] program makes: the same handle on every rank, its value
@@ -39,43 +39,9 @@ impl<T> std::fmt::Debug for Value<T> {
     }
 }
 
-/// What takes a copy when it arrives: its bytes, or why it failed.
-type Opener = Box<dyn FnOnce(Result<&[u8], &str>) + Send>;
-
 /// What a copy message's first byte says.
 const VALUE: u8 = 0;
 const POISON: u8 = 1;
-
-/// Copies of values that arrived before this rank asked for them, or promises waiting for them.
-#[derive(Default)]
-struct Inbox {
-    waiting: HashMap<u64, Opener>,
-    early: HashMap<u64, Vec<u8>>,
-    failed: Option<String>,
-}
-
-impl Inbox {
-    fn arrive(inbox: &Mutex<Inbox>, id: u64, data: Vec<u8>) {
-        let mut i = inbox.lock().unwrap_or_else(PoisonError::into_inner);
-        match i.waiting.remove(&id) {
-            Some(open) => {
-                drop(i);
-                open_with(open, &data)
-            }
-            None => {
-                i.early.insert(id, data);
-            }
-        }
-    }
-}
-
-fn open_with(open: Opener, data: &[u8]) {
-    match data.split_first() {
-        Some((&VALUE, bytes)) => open(Ok(bytes)),
-        Some((_, why)) => open(Err(&String::from_utf8_lossy(why))),
-        None => open(Err("an empty copy arrived")),
-    }
-}
 
 /// A program of futures over the ranks of a [`Job`]. Every rank makes the same calls.
 ///
@@ -97,7 +63,7 @@ pub struct Spmd {
     job: Arc<Job>,
     local: usize,
     next: u64,
-    inbox: Arc<Mutex<Inbox>>,
+    inbox: Arc<Rendezvous<u64>>,
     /// The tasks that send this rank's values to other ranks, not yet waited for: a rank
     /// must not end (its runtime cancelling them) while another waits for their messages.
     sends: Vec<crate::Event>,
@@ -118,29 +84,21 @@ impl Spmd {
     /// # Panics
     /// If another one of this job is still alive.
     pub fn new(handle: &Handle, job: &Arc<Job>) -> Spmd {
-        let inbox = Arc::new(Mutex::new(Inbox::default()));
+        let inbox = Arc::new(Rendezvous::default());
         let deliver = inbox.clone();
         let port = job
             .open_reserved(
                 PORT_FUTURES,
                 Arc::new(move |m| {
                     let id = u64::from_le_bytes(m.data[..8].try_into().expect("an id"));
-                    Inbox::arrive(&deliver, id, m.data[8..].to_vec());
+                    deliver.arrive(id, m.data[8..].to_vec());
                 }),
             )
             .expect("one Spmd program at a time in a job");
         let poison = Arc::downgrade(&inbox);
         job.on_failure(Box::new(move |rank| {
             if let Some(inbox) = poison.upgrade() {
-                let why = format!("rank {rank} failed");
-                let waiting = {
-                    let mut i = inbox.lock().unwrap_or_else(PoisonError::into_inner);
-                    i.failed = Some(why.clone());
-                    std::mem::take(&mut i.waiting)
-                };
-                for open in waiting.into_values() {
-                    open(Err(&why));
-                }
+                inbox.poison(&format!("rank {rank} failed"));
             }
         }));
         Spmd {
@@ -239,28 +197,19 @@ impl Spmd {
         } else if me == rank {
             let (promise, future) = Promise::<T>::new();
             *v.here.lock().unwrap_or_else(PoisonError::into_inner) = Some(future);
-            let open: Opener = Box::new(move |got| match got {
-                Ok(bytes) => {
-                    let mut value = T::default();
-                    value.decode(bytes);
-                    promise.set(value);
-                }
-                Err(why) => promise.fail(why),
-            });
-            let mut i = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(why) = i.failed.clone() {
-                drop(i);
-                return open(Err(&why));
-            }
-            match i.early.remove(&v.id) {
-                Some(data) => {
-                    drop(i);
-                    open_with(open, &data)
-                }
-                None => {
-                    i.waiting.insert(v.id, open);
-                }
-            }
+            self.inbox.expect(
+                v.id,
+                Box::new(move |got| match got.as_deref().map(<[u8]>::split_first) {
+                    Ok(Some((&VALUE, bytes))) => {
+                        let mut value = T::default();
+                        value.decode(bytes);
+                        promise.set(value);
+                    }
+                    Ok(Some((_, why))) => promise.fail(&String::from_utf8_lossy(why)),
+                    Ok(None) => promise.fail("an empty copy arrived"),
+                    Err(why) => promise.fail(why),
+                }),
+            );
         }
     }
 

@@ -1,0 +1,165 @@
+//! Where a copy that crossed ranks meets the task that waits for it: whichever of the two
+//! comes first waits in the table for the other. What `Spmd` and `implicit::Replicated`
+//! receive through.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Mutex, PoisonError};
+
+/// What takes a copy when it arrives: its bytes, or why it never will.
+pub(crate) type Opener = Box<dyn FnOnce(Result<Vec<u8>, &str>) + Send>;
+
+/// Copies that arrived before anyone asked, and openers waiting for theirs, by key.
+pub(crate) struct Rendezvous<K> {
+    table: Mutex<Table<K>>,
+}
+
+struct Table<K> {
+    waiting: HashMap<K, Opener>,
+    early: HashMap<K, Vec<u8>>,
+    /// Set once a rank failed: what is still expected then never comes.
+    failed: Option<String>,
+}
+
+impl<K: Hash + Eq> Default for Rendezvous<K> {
+    fn default() -> Self {
+        Rendezvous {
+            table: Mutex::new(Table {
+                waiting: HashMap::new(),
+                early: HashMap::new(),
+                failed: None,
+            }),
+        }
+    }
+}
+
+impl<K: Hash + Eq> Rendezvous<K> {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table<K>> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The copy of `key` arrived: its opener runs now (outside the lock) if it waits, or the
+    /// bytes wait for it.
+    pub(crate) fn arrive(&self, key: K, data: Vec<u8>) {
+        let mut t = self.table();
+        match t.waiting.remove(&key) {
+            Some(open) => {
+                drop(t);
+                open(Ok(data));
+            }
+            None => {
+                t.early.insert(key, data);
+            }
+        }
+    }
+
+    /// `open` takes the copy of `key`: now if it arrived (or a rank failed), else when it
+    /// does. Each key is expected once.
+    pub(crate) fn expect(&self, key: K, open: Opener) {
+        let mut t = self.table();
+        if let Some(data) = t.early.remove(&key) {
+            drop(t);
+            return open(Ok(data));
+        }
+        if let Some(why) = t.failed.clone() {
+            drop(t);
+            return open(Err(&why));
+        }
+        t.waiting.insert(key, open);
+    }
+
+    /// A rank failed: every opener still waiting, and every one that comes later without its
+    /// copy, is told `why`.
+    pub(crate) fn poison(&self, why: &str) {
+        let waiting = {
+            let mut t = self.table();
+            t.failed = Some(why.to_string());
+            std::mem::take(&mut t.waiting)
+        };
+        for open in waiting.into_values() {
+            open(Err(why));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// What each key's opener was given, if it ran.
+    type Got = Arc<Mutex<Vec<Option<Result<Vec<u8>, String>>>>>;
+
+    /// An opener that records what it was given in `got[key]`, and fails if it runs twice.
+    fn recorder(got: &Got, key: usize) -> Opener {
+        let got = got.clone();
+        Box::new(move |r| {
+            let mut g = got.lock().unwrap();
+            assert!(g[key].is_none(), "key {key} opened twice");
+            g[key] = Some(r.map_err(str::to_string));
+        })
+    }
+
+    #[test]
+    fn each_copy_meets_its_opener_whichever_comes_first() {
+        let r = Rendezvous::default();
+        let got = Arc::new(Mutex::new(vec![None; 2]));
+        r.arrive(0usize, vec![7]);
+        r.expect(0, recorder(&got, 0));
+        r.expect(1, recorder(&got, 1));
+        assert!(got.lock().unwrap()[1].is_none());
+        r.arrive(1, vec![8, 9]);
+        assert_eq!(
+            *got.lock().unwrap(),
+            [Some(Ok(vec![7])), Some(Ok(vec![8, 9]))]
+        );
+    }
+
+    /// Arrivals and expectations of the same keys race from two threads, in opposite orders:
+    /// every opener runs once with its own bytes, nothing is left in the table.
+    #[test]
+    fn racing_arrivals_and_expectations_lose_nothing() {
+        let n = if cfg!(miri) { 50 } else { 20_000 };
+        let r = Arc::new(Rendezvous::default());
+        let got = Arc::new(Mutex::new(vec![None; n]));
+        std::thread::scope(|s| {
+            let (ra, rb, g) = (r.clone(), r.clone(), got.clone());
+            s.spawn(move || (0..n).for_each(|k| ra.arrive(k, (k as u32).to_le_bytes().to_vec())));
+            s.spawn(move || (0..n).rev().for_each(|k| rb.expect(k, recorder(&g, k))));
+        });
+        let got = got.lock().unwrap();
+        for (k, g) in got.iter().enumerate() {
+            assert_eq!(g, &Some(Ok((k as u32).to_le_bytes().to_vec())), "key {k}");
+        }
+        let t = r.table();
+        assert!(t.waiting.is_empty() && t.early.is_empty());
+    }
+
+    /// A failure tells every waiting opener and every later one whose copy had not come; a
+    /// copy that came first is still delivered.
+    #[test]
+    fn a_failure_reaches_every_opener_still_waiting_and_later_ones() {
+        let r = Rendezvous::default();
+        let got = Arc::new(Mutex::new(vec![None; 3]));
+        let calls = Arc::new(AtomicUsize::new(0));
+        r.expect(0usize, recorder(&got, 0));
+        r.arrive(2, vec![1]);
+        r.poison("rank 1 failed");
+        r.expect(1, recorder(&got, 1));
+        r.expect(2, recorder(&got, 2));
+        let c = calls.clone();
+        r.expect(
+            3,
+            Box::new(move |_| {
+                c.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        let failed = Some(Err("rank 1 failed".to_string()));
+        assert_eq!(
+            *got.lock().unwrap(),
+            [failed.clone(), failed, Some(Ok(vec![1]))]
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+}
