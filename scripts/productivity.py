@@ -8,8 +8,9 @@ module to the end of its file). A system counts its own module (file or folder) 
 the helper modules of `taskbench::systems` it reaches through `super::`/`crate::` paths, followed
 transitively. Not counted, as
 the reference's `core/` is not: `taskbench-core` (graphs, kernels, validation) and the harness
-every system implements (`systems/mod.rs`: the `System` trait, `RunConfig`, `RunError`,
-`check_workers`, `footprint`, the task body helpers; `team::Pass`, the result type), nor the
+every system implements (`systems/interface.rs`: the `System` trait, `RunConfig`, `RunError`,
+`check_workers`; `systems/shared.rs`: `footprint`, the task body helpers; `systems/mod.rs`, the
+registry; `team::Pass`, the result type), nor the
 fault injection that tests use (`faults.rs`). The rank code is the runtime's (`tactor::job`).
 
 Library constructs: distinct items of `tactor`/`tactor_comm` the counted files use — names reached
@@ -134,7 +135,7 @@ def closure(own):
                 continue  # a submodule of its own folder: already counted
             if mod == "team" and items and items <= HARNESS_ITEMS:
                 continue
-            if mod in ("self",) or not module_file(mod):
+            if mod in ("self", "interface", "shared") or not module_file(mod):
                 continue
             files = module_file(mod)
             if any(f.endswith(os.path.join("systems", "mod.rs")) for f in files):

@@ -3,9 +3,10 @@
 //! when the split has joined: one fork per point, stolen by idle workers, no events. Each half
 //! borrows its part of the row (`split_at_mut`): no locks and no `unsafe`.
 
+use super::interface::{check_workers, RunConfig, RunError, System};
+use super::shared::{footprint, run_task};
 use super::styles::{self, Buffers};
 use super::team::Pass;
-use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use taskbench_core::app::App;
 
 /// Nested fork-join over the points, a join at the end of each timestep.

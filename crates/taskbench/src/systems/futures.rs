@@ -4,9 +4,10 @@
 //! timestep before launching the next (the seed's per-step barrier, for its fair
 //! comparison); `futures` lets timesteps overlap.
 
+use super::interface::{check_workers, RunConfig, RunError, System};
+use super::shared::{footprint, run_inputs};
 use super::styles;
 use super::team::Pass;
-use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Future, Placement};
 use taskbench_core::app::App;

@@ -37,11 +37,12 @@
 //! the same way; the driver then waits only behind fences made before every launch its open
 //! fragment holds (see [`behind`]).
 
+use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot};
 use super::remote::{Cut, Remote};
+use super::shared::{footprint, run_inputs};
 use super::slots::LineBuf;
 use super::team::Pass;
-use super::{check_workers, footprint, run_inputs, RunConfig, RunError, System};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -502,7 +503,7 @@ impl State {
             let owners = match &ctx.ranks {
                 // The local worker of each of this rank's points (others are not launched).
                 Some((_, cuts)) => (0..g.max_width).map(|p| cuts[gi].worker(p)).collect(),
-                None => super::block_owners(handle.workers(), g.max_width),
+                None => super::shared::block_owners(handle.workers(), g.max_width),
             };
             let shape_of: Vec<u32> = (0..g.timesteps)
                 .map(|t| plan.shape_id(t).expect("a timestep of the graph"))

@@ -2,10 +2,11 @@
 //! the network as a source of work on several ranks), keeping the first validation failure,
 //! and timing passes with the tasks the workers validated.
 
+use super::interface::{RunConfig, RunError};
 use super::remote::{Cut, Remote};
+use super::shared::{run_shared_task, run_task};
 use super::slots::Slots;
 use super::team::Pass;
-use super::{run_shared_task, run_task, RunConfig, RunError};
 use crossbeam_utils::Backoff;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,7 @@ use taskbench_core::validate::TaskError;
 pub fn start(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError> {
     let remote = cfg.job.clone().map(Remote::new);
     let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
-    let first = super::first_core_here(cfg.workers, cfg.job.is_some(), allowed);
+    let first = super::interface::first_core_here(cfg.workers, cfg.job.is_some(), allowed);
     let mut b = Runtime::builder()
         .workers(cfg.workers)
         .pin(cfg.pin && first.is_some())

@@ -2,9 +2,10 @@
 //! points of every graph ([`tactor::for_each_mut`], grain 1: split only as far as workers are
 //! idle to take the pieces), and the step ends when the loop returns.
 
+use super::interface::{check_workers, RunConfig, RunError, System};
+use super::shared::{footprint, run_task};
 use super::styles::{self, Buffers};
 use super::team::Pass;
-use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use std::sync::Mutex;
 use taskbench_core::app::App;
 

@@ -1,7 +1,8 @@
 //! `serial`: one thread, timesteps in order. The correctness reference.
 
+use super::interface::{check_workers, RunConfig, RunError, System};
+use super::shared::{footprint, run_task};
 use super::team::{run_passes, Pass};
-use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;

@@ -1,8 +1,8 @@
 //! What seed 004's styles (`forkjoin`, `parfor`, `futures`) share: a runtime, each graph's
 //! outputs and scratch as plain vectors, and passes timed from a barrier of every worker.
 
+use super::interface::RunError;
 use super::team::Pass;
-use super::RunError;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::Instant;
 use tactor::{Placement, Runtime};

@@ -21,10 +21,11 @@
 //! message; on that rank a receive task waits for the message's event (and for the readers of
 //! the slots it fills) and copies the outputs into the row, where the readers find them.
 
+use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
 use super::remote::Remote;
+use super::shared::footprint;
 use super::team::Pass;
-use super::{check_workers, footprint, RunConfig, RunError, System};
 use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;

@@ -3,7 +3,7 @@
 //! thread sleeps between the warm-up and the timed pass. On several ranks, a [`Net`] keeps the
 //! network progressing in every wait and adds a barrier over ranks before each pass.
 
-use super::RunError;
+use super::interface::RunError;
 use crossbeam_utils::{Backoff, CachePadded};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -53,7 +53,7 @@ fn machine_cores() -> usize {
     usize::try_from(n)
         .ok()
         .filter(|&n| n > 0)
-        .unwrap_or_else(crate::systems::default_workers)
+        .unwrap_or_else(crate::systems::interface::default_workers)
 }
 
 /// Network polls a waiting worker makes before it starts backing off.
@@ -188,7 +188,7 @@ where
         Vec::new()
     };
     // `get_core_ids` gives the cores this process may use; on ranks see `first_core`.
-    let first = super::first_core_here(workers, net.is_some(), cores.len());
+    let first = super::interface::first_core_here(workers, net.is_some(), cores.len());
     let pin_to = |w: usize| {
         if let Some(f) = first {
             core_affinity::set_for_current(cores[f + w]);

@@ -17,9 +17,10 @@ mod exchange;
 mod lists;
 mod ranks;
 
+use super::interface::{check_workers, RunConfig, RunError, System};
+use super::shared::{footprint, run_task};
 use super::slots::Slots;
 use super::team::{run_passes, Net, Pass};
-use super::{check_workers, footprint, run_task, RunConfig, RunError, System};
 use crate::faults::Fault;
 use crossbeam_utils::CachePadded;
 use exchange::{Exchange, Held};

@@ -13,8 +13,8 @@ use super::exchange::PORT_BSP;
 use super::exchange::{self, Exchange, Header, Key};
 use super::lists::Classes;
 use super::{Graph, Place, WorkerState};
+use crate::systems::interface::RunError;
 use crate::systems::team::{Team, NET_POLLS_BEFORE_BACKOFF};
-use crate::systems::RunError;
 
 /// The points of `gr` local worker `w` computes at `t`.
 pub fn active(gr: &Graph, w: usize, t: i64) -> std::ops::Range<i64> {

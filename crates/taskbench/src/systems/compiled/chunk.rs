@@ -33,8 +33,8 @@
 //! graph's outputs between that pair of ranks.
 
 use super::{Args, Chunk, Item, Shared};
+use crate::systems::interface::RunError;
 use crate::systems::on_tactor::slot_guards;
-use crate::systems::RunError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tactor::{PreId, Runtime, SubgraphBuilder, SubgraphTask};

@@ -19,10 +19,11 @@
 
 mod chunk;
 
+use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
 use super::remote::{Inbox, Key, Remote};
+use super::shared::footprint;
 use super::team::Pass;
-use super::{check_workers, footprint, RunConfig, RunError, System};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::{Event, Placement, Runtime, Scope, Subgraph};
