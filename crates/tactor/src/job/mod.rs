@@ -25,11 +25,13 @@
 //! panicking thread would have sent never comes.
 
 mod collective;
+pub mod exchange;
 mod ports;
 pub(crate) mod rendezvous;
 mod spmd;
 mod wire;
 
+pub use exchange::Exchange;
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
 pub use spmd::{Spmd, Value};

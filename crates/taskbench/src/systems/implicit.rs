@@ -27,7 +27,7 @@
 //! regions — control replication — but launches only its own points (the block distribution
 //! over ranks, as `tasks`). The regions of other ranks' points are this rank's replicas: after
 //! timestep `t`, a launch reading the outputs another rank needs sends them in one message
-//! ([`super::remote`]), and on that rank a launch that waits for the message
+//! ([`super::edges`]), and on that rank a launch that waits for the message
 //! ([`Program::launch_after`]) writes them into the replicas, where the readers find them. The
 //! analysis orders those launches like any other: a replica is rewritten only after its
 //! readers of the previous timestep ran. In `traced` the sends and receives are recorded with
@@ -37,9 +37,9 @@
 //! the same way; the driver then waits only behind fences made before every launch its open
 //! fragment holds (see [`behind`]).
 
+use super::edges::{Cut, Remote};
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot};
-use super::remote::{Cut, Remote};
 use super::shared::{footprint, run_inputs};
 use super::slots::LineBuf;
 use super::team::Pass;
@@ -648,7 +648,10 @@ fn edges(
                 let Some(m) = remote.receive(key, count, len) else {
                     return;
                 };
-                for (i, o) in Remote::payload(&m).chunks_exact(bytes).enumerate() {
+                for (i, o) in tactor::job::Exchange::payload(&m)
+                    .chunks_exact(bytes)
+                    .enumerate()
+                {
                     replicas.get_mut(i).output_mut().copy_from_slice(o);
                 }
             },

@@ -5,13 +5,13 @@
 
 mod bsp;
 mod compiled;
+mod edges;
 mod forkjoin;
 mod futures;
 mod implicit;
 pub mod interface;
 mod on_tactor;
 mod parfor;
-mod remote;
 mod serial;
 pub mod shared;
 pub mod slots;

@@ -2,8 +2,8 @@
 //! the network as a source of work on several ranks), keeping the first validation failure,
 //! and timing passes with the tasks the workers validated.
 
+use super::edges::{Cut, Remote};
 use super::interface::{RunConfig, RunError};
-use super::remote::{Cut, Remote};
 use super::shared::{run_shared_task, run_task};
 use super::slots::Slots;
 use super::team::Pass;
@@ -19,7 +19,10 @@ use taskbench_core::validate::TaskError;
 /// A runtime with the run's workers and pinning, and on several ranks this rank's end of the
 /// cross-rank edges, whose network progress the workers run.
 pub fn start(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError> {
-    let remote = cfg.job.clone().map(Remote::new);
+    let remote = match &cfg.job {
+        Some(job) => Some(Remote::new(job).map_err(|e| RunError::Runtime(e.to_string()))?),
+        None => None,
+    };
     let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
     let first = super::interface::first_core_here(cfg.workers, cfg.job.is_some(), allowed);
     let mut b = Runtime::builder()
@@ -27,7 +30,7 @@ pub fn start(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError
         .pin(cfg.pin && first.is_some())
         .first_core(first.unwrap_or(0));
     if let Some(r) = &remote {
-        b = b.poller(r.clone());
+        b = b.poller(r.exchange());
     }
     let rt = b
         .build()
@@ -234,19 +237,19 @@ pub fn passes(
     mut pass: impl FnMut() -> Result<(), RunError> + Send,
 ) -> Result<Pass, RunError> {
     let mut last = None;
-    let remote_failure = |r: &Remote| r.failed_rank().map(|rank| RunError::Remote { rank });
+    let remote_failure = |r: &Remote| r.job().failed_rank().map(|rank| RunError::Remote { rank });
     for _pass in 0..2 {
         let before = executed(rt)?;
         if let Some(r) = remote {
-            if !r.barrier() {
+            if r.job().barrier().is_err() {
                 return Err(remote_failure(r).expect("the barrier stops when a rank failed"));
             }
-            r.set_running(true);
+            r.expect(true);
             rt.wake();
         }
         let (result, elapsed) = timed_on_worker(rt, &mut pass)?;
         if let Some(r) = remote {
-            r.set_running(false);
+            r.expect(false);
             // What went wrong first: a message that broke the protocol (the tasks after it
             // may have read what it should have filled), this rank's validation, another
             // rank.

@@ -16,14 +16,14 @@
 //! `tasks`' points").
 //!
 //! On several ranks each rank launches its own points (the block distribution over ranks),
-//! and an edge between ranks is a task on each side ([`super::remote`]): after timestep `t`, a
+//! and an edge between ranks is a task on each side ([`super::edges`]): after timestep `t`, a
 //! send task waits for the producers of the outputs another rank reads and sends them in one
 //! message; on that rank a receive task waits for the message's event (and for the readers of
 //! the slots it fills) and copies the outputs into the row, where the readers find them.
 
+use super::edges::Remote;
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
-use super::remote::Remote;
 use super::shared::footprint;
 use super::team::Pass;
 use tactor::{Event, Placement, Scope};
@@ -182,7 +182,10 @@ impl<'a> Shared<'a> {
         let Some(m) = remote.receive(key, points.len(), points.len() * bytes) else {
             return;
         };
-        for (&d, o) in points.iter().zip(Remote::payload(&m).chunks_exact(bytes)) {
+        for (&d, o) in points
+            .iter()
+            .zip(tactor::job::Exchange::payload(&m).chunks_exact(bytes))
+        {
             // SAFETY: this task is the slot's writer for this timestep: it waited for the
             // readers of the slot's previous contents, and the readers of what it writes wait
             // for it.

@@ -19,13 +19,14 @@
 
 mod chunk;
 
+use super::edges::Remote;
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
-use super::remote::{Inbox, Key, Remote};
 use super::shared::footprint;
 use super::team::Pass;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use tactor::job::exchange::{Inbox, Key};
 use tactor::{Event, Placement, Runtime, Scope, Subgraph};
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
@@ -137,7 +138,7 @@ impl Shared {
 
     /// Takes the outputs of `points` at `t` from rank `src` off the network, waiting for
     /// them, and copies them into their rows from where the message arrived (on the node,
-    /// the sender's ring: see [`Remote::pull`]): the receive of the one vertex that reads them,
+    /// the sender's ring: see [`tactor::job::Exchange::pull`]): the receive of the one vertex that reads them,
     /// at its start. Its instance does not wait for the message as a precondition — the
     /// inlet, inbox slot and mailbox hops were most of what this rank's step cost beyond
     /// `bsp`'s — and the vertex polls for it like `bsp` does. If another rank failed it
