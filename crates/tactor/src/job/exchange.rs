@@ -297,12 +297,7 @@ impl Exchange {
             .ok()
     }
 
-    fn checked(
-        key: Key,
-        data: Option<&[u8]>,
-        count: usize,
-        len: usize,
-    ) -> Result<&[u8], String> {
+    fn checked(key: Key, data: Option<&[u8]>, count: usize, len: usize) -> Result<&[u8], String> {
         let (g, t, src) = key;
         let Some(data) = data else {
             return Err(format!(
