@@ -325,42 +325,10 @@ impl Exchange {
     /// the map is looked at only when something was filed since the last look, so an empty
     /// poll takes no lock of this rank's.
     pub fn pull(&self, key: Key, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
-        let mut seen = self.filed.load(Ordering::Acquire);
-        if let Some(taken) = self.take_arrived(key) {
-            return taken.map(|data| take(&data));
-        }
-        let port = self.port;
-        let is_mine =
-            |p: u16, source: usize, data: &[u8]| p == port && key_of(data, source) == Some(key);
+        let mut pulling = self.pulling(key);
         for _ in 0..PULL_POLLS {
-            let mut wanted = |p: u16, data: &[u8]| {
-                let mine = is_mine(p, key.2, data);
-                if mine {
-                    take(data);
-                }
-                mine
-            };
-            if self.job.take_inline(key.2, &mut wanted) {
+            if pulling.poll(take)? {
                 return Ok(());
-            }
-            let mut mine = None;
-            let _ = self.job.progress(&mut |m| {
-                if mine.is_none() && is_mine(m.port, m.source, &m.data) {
-                    mine = Some(m.data);
-                    return None;
-                }
-                self.take_own(m)
-            });
-            if let Some(data) = mine {
-                take(&data);
-                return Ok(());
-            }
-            let now = self.filed.load(Ordering::Acquire);
-            if now != seen {
-                seen = now;
-                if let Some(taken) = self.take_arrived(key) {
-                    return taken.map(|data| take(&data));
-                }
             }
         }
         // Long waits (another rank far behind) must not hold the worker: other work on it
@@ -369,6 +337,17 @@ impl Exchange {
         self.take_arrived(key)
             .unwrap_or_else(|| Err("a message's event triggered before it arrived".into()))
             .map(|data| take(&data))
+    }
+
+    /// A pull of message `key` that the caller drives, one look at a time
+    /// ([`Pulling::poll`]): for threads that wait their own way (a team that spins with a
+    /// backoff of its own), where [`Exchange::pull`] would park the thread in the end.
+    pub fn pulling(&self, key: Key) -> Pulling<'_> {
+        Pulling {
+            ex: self,
+            key,
+            seen: None,
+        }
     }
 
     /// Message `key` if it arrived (removed), the cause if the exchange was poisoned, or
@@ -515,6 +494,57 @@ impl Exchange {
     /// here was taken and nothing more is awaited).
     pub fn pending(&self) -> usize {
         self.entries().map.len()
+    }
+}
+
+/// A pull of one message driven by its caller ([`Exchange::pulling`]).
+pub struct Pulling<'e> {
+    ex: &'e Exchange,
+    key: Key,
+    /// The exchange's count of filed messages when this pull last looked at the map.
+    seen: Option<u64>,
+}
+
+impl Pulling<'_> {
+    /// One look for the message: in the map if something was filed since the last look (by
+    /// this thread's progress or another's), in the sender's ring in place, then in what one
+    /// progress call of every channel brings in. `Ok(true)` once `take` got the whole
+    /// message; `Err` with the cause once a rank failed or this one abandoned the exchange.
+    pub fn poll(&mut self, take: &mut dyn FnMut(&[u8])) -> Result<bool, String> {
+        let ex = self.ex;
+        let key = self.key;
+        let now = ex.filed.load(Ordering::Acquire);
+        if self.seen != Some(now) {
+            self.seen = Some(now);
+            if let Some(taken) = ex.take_arrived(key) {
+                return taken.map(|data| {
+                    take(&data);
+                    true
+                });
+            }
+        }
+        let port = ex.port;
+        let is_mine =
+            |p: u16, source: usize, data: &[u8]| p == port && key_of(data, source) == Some(key);
+        let mut wanted = |p: u16, data: &[u8]| {
+            let mine = is_mine(p, key.2, data);
+            if mine {
+                take(data);
+            }
+            mine
+        };
+        if ex.job.take_inline(key.2, &mut wanted) {
+            return Ok(true);
+        }
+        let mut mine = None;
+        let _ = ex.job.progress(&mut |m| {
+            if mine.is_none() && is_mine(m.port, m.source, &m.data) {
+                mine = Some(m.data);
+                return None;
+            }
+            ex.take_own(m)
+        });
+        Ok(mine.map(|data| take(&data)).is_some())
     }
 }
 

@@ -117,7 +117,7 @@ fn a_failed_rank_poisons_what_waits_and_what_comes_later() {
 
 /// Rank 0 sends many messages while on rank 1 one thread progresses the network, one waits
 /// for half of the keys by event (registered in the opposite order) and one pulls the other
-/// half: every message reaches its waiter once with its own bytes, nothing is left over, and
+/// half (with `pull`, or driving a `pulling` by hand): every message reaches its waiter once with its own bytes, nothing is left over, and
 /// no wake-up is lost (a lost one hangs the test).
 #[test]
 fn racing_messages_waiters_and_pullers_lose_nothing() {
@@ -145,11 +145,17 @@ fn racing_messages_waiters_and_pullers_lose_nothing() {
         let puller = s.spawn(|| {
             for k in (1..n).step_by(2) {
                 let mut got = None;
-                ex[1]
-                    .pull((0, i64::from(k), 0), &mut |m| {
-                        got = Some(Exchange::payload(m).to_vec())
-                    })
-                    .unwrap();
+                let key = (0, i64::from(k), 0);
+                let mut take = |m: &[u8]| got = Some(Exchange::payload(m).to_vec());
+                if k % 4 == 1 {
+                    ex[1].pull(key, &mut take).unwrap();
+                } else {
+                    // Driven by hand, as a thread outside the runtime waits.
+                    let mut pulling = ex[1].pulling(key);
+                    while !pulling.poll(&mut take).unwrap() {
+                        std::thread::yield_now();
+                    }
+                }
                 assert_eq!(got.unwrap(), word(k), "key {k}");
                 pulled.fetch_add(1, Ordering::Relaxed);
             }

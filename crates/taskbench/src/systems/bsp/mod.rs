@@ -10,10 +10,9 @@
 //!
 //! On several ranks (`mpirun`), points are block-distributed over every rank's workers, the
 //! waits above cover the workers of this rank, and outputs needed on another rank travel as one
-//! message per (worker, worker, timestep) pair, all graphs together ([`ranks`], over
-//! [`exchange`]).
+//! message per (worker, worker, timestep) pair, all graphs together ([`ranks`], over the
+//! runtime's [`tactor::job::Exchange`]).
 
-mod exchange;
 mod lists;
 mod ranks;
 
@@ -23,7 +22,6 @@ use super::slots::Slots;
 use super::team::{run_passes, Net, Pass};
 use crate::faults::Fault;
 use crossbeam_utils::CachePadded;
-use exchange::{Exchange, Held};
 use lists::{Cached, Classes};
 use std::sync::atomic::{AtomicI64, Ordering};
 use taskbench_core::app::{App, Placement};
@@ -120,7 +118,6 @@ impl Graph {
 /// ([`ranks`], [`lists`]).
 struct WorkerState {
     scratch: Vec<Vec<Vec<u8>>>,
-    held: Held,
     inputs: Cached<ranks::Inputs>,
     /// This timestep's messages, in the order of the current inputs' sources.
     arrived: Vec<Vec<u8>>,
@@ -162,7 +159,13 @@ impl System for Bsp {
             },
             rank: job.map_or(0, |j| j.rank()),
         };
-        let exchange = job.map(|j| Exchange::new(j, n));
+        let exchange = match &cfg.job {
+            Some(j) => Some(
+                tactor::job::Exchange::open(j, ranks::PORT_BSP)
+                    .map_err(|e| RunError::Runtime(e.to_string()))?,
+            ),
+            None => None,
+        };
         let fault = job.and_then(|j| crate::faults::injected_fault(j.rank()));
         let graphs: Vec<Graph> = app
             .graphs
@@ -194,12 +197,11 @@ impl System for Bsp {
                         .collect::<Vec<_>>()
                 })
                 .collect(),
-            held: Held::default(),
             inputs: Cached::new(classes.counts().0),
             arrived: Vec::new(),
             sends: Cached::new(classes.counts().1),
         };
-        let net = exchange.as_ref().map(|e| e as &dyn Net);
+        let net = exchange.as_deref().map(|e| e as &dyn Net);
         let times = run_passes(net, n, 2, cfg.pin, init, |st, w, pass, team| {
             for t in 0..steps {
                 if let Some(ex) = &exchange {

@@ -8,13 +8,44 @@
 //! receiver reads; both ends derive that list from the graph (dependencies on one side,
 //! reverse dependencies on the other), and the receiver checks the count and size before
 //! Task Bench's validation checks every output.
+//!
+//! The messages go through the runtime's [`Exchange`] on [`PORT_BSP`], keyed by the stream
+//! of the pair of workers (and the pass), the timestep of the outputs and the source rank; a
+//! worker takes its message in passing ([`Exchange::pulling`]) while it spins its own way.
 
-use super::exchange::PORT_BSP;
-use super::exchange::{self, Exchange, Header, Key};
 use super::lists::Classes;
 use super::{Graph, Place, WorkerState};
 use crate::systems::interface::RunError;
-use crate::systems::team::{Team, NET_POLLS_BEFORE_BACKOFF};
+use crate::systems::team::{Net, Team, NET_POLLS_BEFORE_BACKOFF};
+use tactor::job::exchange::Key;
+use tactor::job::Exchange;
+use tactor::Poller;
+
+/// The port of `bsp`'s neighbour exchange.
+pub const PORT_BSP: u16 = tactor::job::FIRST_PORT;
+
+/// The stream of the messages from (global) worker `src` to `dst` in pass `pass`: one per
+/// ordered pair of local indices and pass, so that the key names the pair of workers.
+fn stream(place: Place, pass: usize, src: i64, dst: i64) -> u32 {
+    let w = place.all.workers;
+    let s = (pass as i64 * w + dst % w) * w + src % w;
+    u32::try_from(s).expect("fewer than 2^32 pairs of workers")
+}
+
+impl Net for Exchange {
+    fn idle(&self) -> bool {
+        self.poll(0);
+        self.job().check().is_ok()
+    }
+
+    fn barrier(&self) -> bool {
+        self.job().barrier().is_ok()
+    }
+
+    fn failed_rank(&self) -> usize {
+        self.job().failed_rank().unwrap_or(usize::MAX)
+    }
+}
 
 /// The points of `gr` local worker `w` computes at `t`.
 pub fn active(gr: &Graph, w: usize, t: i64) -> std::ops::Range<i64> {
@@ -73,7 +104,7 @@ fn inputs_of(l: &mut Inputs, graphs: &[Graph], place: Place, t: i64, w: usize) {
     l.sources.dedup();
     // Where each remote input sits: graph by graph, point by point, in its source's message.
     l.ends.clear();
-    l.ends.resize(l.sources.len(), (exchange::HEADER, 0));
+    l.ends.resize(l.sources.len(), (0, 0));
     for (gi, gr) in graphs.iter().enumerate() {
         let bytes = gr.plan.graph().output_bytes_per_task;
         let at = &mut l.at[gi];
@@ -101,62 +132,68 @@ pub fn gather(
     (pass, t, w): (usize, i64, usize),
     team: &Team,
 ) -> Result<(), ()> {
-    st.arrived.clear();
     st.inputs
         .select(classes.gather(t), |l| inputs_of(l, graphs, place, t, w));
     let l = st.inputs.current();
+    st.arrived.resize_with(l.sources.len(), Vec::new);
+    let me = place.global(w);
+    let workers = place.all.workers;
     for (m, &src) in l.sources.iter().enumerate() {
-        let key: Key = (pass as u32, t - 1, src);
-        let (h, msg) = wait(ex, &mut st.held, w, &key, team)?;
-        let (end, count) = l.ends[m];
-        if h.count != count || msg.len() != end {
-            team.fail_with(RunError::Runtime(format!(
-                "bsp: worker {} expected {count} outputs of timestep {} from worker {src} ({end} bytes), got a message with {} ({} bytes)",
-                place.global(w),
-                t - 1,
-                h.count,
-                msg.len()
-            )));
-            return Err(());
-        }
-        st.arrived.push(msg);
+        let src = i64::from(src);
+        let key: Key = (
+            stream(place, pass, src, me),
+            t - 1,
+            (src / workers) as usize,
+        );
+        wait(ex, key, l.ends[m], &mut st.arrived[m], team)?;
     }
     Ok(())
 }
 
-/// Waits for the message `key`, polling the network (without backoff until the wait is long:
-/// see `Team::wait_until`).
+/// Waits for the message `key`, which must carry `count` outputs in `len` bytes, and copies
+/// them into `into`; polls the network (without backoff until the wait is long: see
+/// `Team::wait_until`).
 fn wait(
     ex: &Exchange,
-    held: &mut exchange::Held,
-    w: usize,
-    key: &Key,
+    key: Key,
+    (len, count): (usize, u32),
+    into: &mut Vec<u8>,
     team: &Team,
-) -> Result<(Header, Vec<u8>), ()> {
+) -> Result<(), ()> {
+    let mut pulling = ex.pulling(key);
+    let mut bad = false;
+    let mut take = |m: &[u8]| match ex.check(key, Some(m), count as usize, len) {
+        Some(items) => {
+            into.clear();
+            into.extend_from_slice(items);
+        }
+        None => bad = true,
+    };
     let mut polls = 0u32;
     loop {
-        if let Some(m) = held.take(key) {
-            return Ok(m);
-        }
-        polls = polls.saturating_add(1);
-        if polls > NET_POLLS_BEFORE_BACKOFF {
-            std::thread::yield_now();
-        }
-        match ex.poll_into(w, held) {
-            Ok(true) => {}
-            Ok(false) => {
+        match pulling.poll(&mut take) {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(_) => {
+                // Another rank failed (the team learns which), or this one gave up.
                 let _ = team.idle();
-                return Err(());
-            }
-            Err(e) => {
-                team.fail_with(RunError::Runtime(e));
                 return Err(());
             }
         }
         if team.aborted() {
             return Err(());
         }
+        polls = polls.saturating_add(1);
+        if polls > NET_POLLS_BEFORE_BACKOFF {
+            std::thread::yield_now();
+        }
     }
+    if bad {
+        let why = ex.take_error().unwrap_or_default();
+        team.fail_with(RunError::Runtime(format!("bsp: {why}")));
+        return Err(());
+    }
+    Ok(())
 }
 
 /// (destination worker, graph, point) of the outputs a worker sends after a timestep,
@@ -198,32 +235,32 @@ pub fn scatter(
     if sends.is_empty() {
         return;
     }
-    let job = ex.job();
-    let (channels, workers) = (job.channels(), place.all.workers);
-    let me = place.global(w) as u32;
+    let workers = place.all.workers;
+    let me = place.global(w);
     for group in sends.chunk_by(|a, b| a.0 == b.0) {
         let dest = group[0].0;
         let bytes: usize = group
             .iter()
             .map(|&(_, gi, _)| graphs[gi].plan.graph().output_bytes_per_task)
             .sum();
-        let mut buf = tactor_comm::buffer(exchange::HEADER + bytes);
-        Header {
-            key: (pass as u32, t, me),
-            dest: dest as u32,
-            count: group.len() as u32,
-        }
-        .encode(&mut buf);
-        for &(_, gi, q) in group {
-            let row = &graphs[gi].rows[(t % 2) as usize];
-            // SAFETY: this worker wrote slot `q` of this row in timestep `t` and is its only
-            // writer; it writes it again only at `t + 2`, after this call returns.
-            buf.extend_from_slice(unsafe { row.read(q as usize) });
-        }
+        // SAFETY: this worker wrote slot `q` of this row in timestep `t` and is its only
+        // writer; it writes it again only at `t + 2`, after this call returns.
+        let outputs = group
+            .iter()
+            .map(|&(_, gi, q)| unsafe { graphs[gi].rows[(t % 2) as usize].read(q as usize) });
+        let channel = (dest % workers) as usize;
+        let (rank, key) = (
+            (dest / workers) as usize,
+            (stream(place, pass, me, dest), t),
+        );
         if corrupt {
-            buf[exchange::HEADER] ^= 1;
+            let mut buf: Vec<u8> = outputs.flatten().copied().collect();
+            if let Some(b) = buf.first_mut() {
+                *b ^= 1;
+            }
+            ex.send_buffer(channel, rank, key, group.len(), &buf);
+        } else {
+            ex.send(channel, rank, key, group.len(), bytes, outputs);
         }
-        let channel = (dest % workers) as usize % channels;
-        job.send(channel, (dest / workers) as usize, PORT_BSP, buf);
     }
 }
