@@ -112,6 +112,43 @@ impl Cut {
     }
 }
 
+/// Per timestep, the outputs this rank sends alone in their message, as (point, destination
+/// rank): their producer can send them as it ends, with no send task of their own.
+pub struct Alone {
+    /// Where each timestep's entries start in `sends` (one more entry than timesteps).
+    start: Vec<usize>,
+    sends: Vec<(i64, usize)>,
+}
+
+impl Alone {
+    /// The outputs of timestep `t` sent alone.
+    pub fn at(&self, t: i64) -> &[(i64, usize)] {
+        let t = t as usize;
+        match (self.start.get(t), self.start.get(t + 1)) {
+            (Some(&a), Some(&b)) => &self.sends[a..b],
+            _ => &[],
+        }
+    }
+}
+
+impl Cut {
+    /// The outputs of `plan` this rank sends alone in their message, per timestep.
+    pub fn alone(&self, plan: &Plan) -> Alone {
+        let mut list = Vec::new();
+        let mut alone = Alone {
+            start: vec![0],
+            sends: Vec::new(),
+        };
+        for t in 0..plan.graph().timesteps {
+            self.sends(plan, t, &mut list);
+            let single = list.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() == 1);
+            alone.sends.extend(single.map(|g| (g[0].1, g[0].0)));
+            alone.start.push(alone.sends.len());
+        }
+        alone
+    }
+}
+
 /// This rank's end of the cross-rank edges: the job's [`Exchange`] on [`PORT_EDGES`] (which it
 /// dereferences to), sending through [`Remote::send`] so that a rank told to by
 /// `TASKBENCH_FAULT` injects its fault there.
@@ -188,6 +225,38 @@ mod tests {
         let args: Vec<&str> = flags.split_whitespace().collect();
         let (app, _) = App::parse(&args, &[]).expect("valid flags");
         Plan::new(app.graphs[0].clone())
+    }
+
+    /// `alone` lists, per timestep, exactly the messages of one output, as (point, rank).
+    #[test]
+    fn alone_lists_exactly_the_messages_of_one_output() {
+        for flags in [
+            "-steps 6 -width 5 -type stencil_1d",
+            "-steps 6 -width 9 -type nearest -radix 3",
+            "-steps 6 -width 8 -type fft",
+            "-steps 6 -width 4 -type all_to_all",
+        ] {
+            let p = plan(flags);
+            let place = Placement {
+                ranks: 3,
+                workers: 2,
+            };
+            for rank in 0..3 {
+                let cut = Cut::new(&p, place, rank);
+                let alone = cut.alone(&p);
+                let mut list = Vec::new();
+                for t in 0..p.graph().timesteps {
+                    cut.sends(&p, t, &mut list);
+                    let want: Vec<(i64, usize)> = list
+                        .chunk_by(|a, b| a.0 == b.0)
+                        .filter(|g| g.len() == 1)
+                        .map(|g| (g[0].1, g[0].0))
+                        .collect();
+                    assert_eq!(alone.at(t), &want[..], "{flags} rank {rank} t={t}");
+                }
+                assert!(alone.at(p.graph().timesteps).is_empty());
+            }
+        }
     }
 
     /// What rank `a` sends rank `b` after each timestep is exactly what `b` expects from `a`,

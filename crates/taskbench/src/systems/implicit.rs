@@ -27,7 +27,7 @@
 //! regions — control replication — but launches only its own points (the block distribution
 //! over ranks, as `tasks`). The regions of other ranks' points are this rank's replicas: after
 //! timestep `t`, a launch reading the outputs another rank needs sends them in one message
-//! ([`super::edges`]), and on that rank a launch that waits for the message
+//! ([`super::edges`]; a message of one output is sent by its point's task instead), and on that rank a launch that waits for the message
 //! ([`Program::launch_after`]) writes them into the replicas, where the readers find them. The
 //! analysis orders those launches like any other: a replica is rewritten only after its
 //! readers of the previous timestep ran. In `traced` the sends and receives are recorded with
@@ -37,7 +37,7 @@
 //! the same way; the driver then waits only behind fences made before every launch its open
 //! fragment holds (see [`behind`]).
 
-use super::edges::{Cut, Remote};
+use super::edges::{Alone, Cut, Remote};
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot};
 use super::shared::{footprint, run_inputs};
@@ -166,6 +166,9 @@ struct Ctx {
     error: ErrorSlot,
     /// On several ranks: the cross-rank edges, and per graph this rank's points.
     ranks: Option<(Arc<Remote>, Vec<Cut>)>,
+    /// Per graph, the outputs sent alone in their message: their point's task sends them
+    /// (a send launch per timestep and rank was a third of a rank's launches on a stencil).
+    alone: Vec<Alone>,
     /// Other workers of this process read the outputs: claim and share their lines
     /// (`compiled` and `tasks` now only share them, see [`super::run_shared_task`]; the claim
     /// was not measured again here); with one worker the hints only push out lines that this
@@ -466,7 +469,14 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
         tactor::hint::share(output);
     }
     if let Err(e) = r {
-        ctx.error.record(e);
+        return ctx.error.record(e);
+    }
+    if let (Some((remote, _)), Some(alone)) = (&ctx.ranks, ctx.alone.get(gi)) {
+        for &(_, dest) in alone.at(t).iter().filter(|s| s.0 == p) {
+            let channel = tactor::current_worker().unwrap_or(0);
+            let out = std::iter::once(me.output());
+            remote.send(channel, dest, (gi as u32, t), (1, me.output().len()), out);
+        }
     }
 }
 
@@ -610,7 +620,8 @@ fn edges(
     let bytes = plan.graph().output_bytes_per_task;
     let mut list = Vec::new();
     cut.sends(plan, t, &mut list);
-    for group in list.chunk_by(|a, b| a.0 == b.0) {
+    // Outputs sent alone are sent by their point's task (`run_point`).
+    for group in list.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
         let dest = group[0].0;
         let outputs: Vec<Read<Point>> =
             group.iter().map(|&(_, q)| read(&row[q as usize])).collect();
@@ -859,11 +870,17 @@ impl System for Implicit {
         let (rt, remote) = on_tactor::start(cfg)?;
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
         let (place, rank) = on_tactor::placement(cfg);
+        let ranks = remote.clone().map(|r| {
+            let cuts: Vec<Cut> = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
+            (r, cuts)
+        });
+        let alone = match &ranks {
+            Some((_, cuts)) => cuts.iter().zip(&plans).map(|(c, p)| c.alone(p)).collect(),
+            None => Vec::new(),
+        };
         let ctx = Ctx {
-            ranks: remote.clone().map(|r| {
-                let cuts = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
-                (r, cuts)
-            }),
+            ranks,
+            alone,
             plans,
             error: ErrorSlot::new(remote.clone()),
             shared: cfg.workers > 1,

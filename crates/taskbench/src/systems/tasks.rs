@@ -18,14 +18,17 @@
 //! On several ranks each rank launches its own points (the block distribution over ranks),
 //! and an edge between ranks is a task on each side ([`super::edges`]): after timestep `t`, a
 //! send task waits for the producers of the outputs another rank reads and sends them in one
-//! message; on that rank a receive task waits for the message's event (and for the readers of
-//! the slots it fills) and copies the outputs into the row, where the readers find them.
+//! message (a message of one output is sent by its producer as it ends, with no send task:
+//! on a stencil over two ranks that is every message); on that rank a receive task waits for
+//! the message's event (and for the readers of the slots it fills) and copies the outputs
+//! into the row, where the readers find them.
 
 use super::edges::Remote;
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
 use super::shared::footprint;
 use super::team::Pass;
+use smallvec::SmallVec;
 use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
@@ -84,6 +87,11 @@ impl<'a> Shared<'a> {
         let plan = &g.plan;
         let row = (t % 2) as usize;
         now.clear();
+        // (destination rank, point) of the outputs sent after this timestep.
+        let mut sends = Vec::new();
+        if self.remote.is_some() {
+            g.cut.sends(plan, t, &mut sends);
+        }
         for p in g.cut.local(plan, t) {
             pre.clear();
             pre.extend(plan.deps(t, p).iter().map(|&d| {
@@ -94,7 +102,18 @@ impl<'a> Shared<'a> {
             // The slot's readers imply its writer (they read what it wrote); without readers,
             // wait for the writer itself.
             guard(pre, &f.users[row][p as usize]);
-            let e = s.launch(Placement::Any, pre, move |_| self.run_point(gi, t, p));
+            // A message of this output alone is sent by its producer as it ends: no send task.
+            let alone: SmallVec<[usize; 2]> = sends
+                .chunk_by(|a, b| a.0 == b.0)
+                .filter(|group| group.len() == 1 && group[0].1 == p)
+                .map(|group| group[0].0)
+                .collect();
+            let e = s.launch(Placement::Any, pre, move |_| {
+                self.run_point(gi, t, p);
+                for &dest in &alone {
+                    self.send(gi, t, dest, &[p]);
+                }
+            });
             now.push((p, e));
         }
         for slot in f.last.iter_mut() {
@@ -110,12 +129,29 @@ impl<'a> Shared<'a> {
             f.last[p as usize] = Some(e);
         }
         if let Some(remote) = self.remote {
-            self.launch_edges(s, remote, (gi, t), f, pre);
+            self.launch_edges(s, remote, (gi, t), f, pre, &sends);
         }
     }
 
-    /// Launches the sends and receives of the outputs of timestep `t` of graph `gi` that
-    /// cross ranks.
+    /// Sends the outputs of `points` (computed at `t`, in graph `gi`) to rank `dest`.
+    fn send(&self, gi: usize, t: i64, dest: usize, points: &[i64]) {
+        let Some(remote) = self.remote else {
+            return;
+        };
+        let g = &self.graphs[gi];
+        let r = &g.rows[(t % 2) as usize];
+        let bytes = g.plan.graph().output_bytes_per_task;
+        // SAFETY: the producers of these slots ran (the caller is one, or waited for them),
+        // and their next writers wait for the caller (it is one of their readers).
+        let outputs = points.iter().map(|&q| unsafe { r.read(q as usize) });
+        let channel = tactor::current_worker().unwrap_or(0);
+        let size = (points.len(), points.len() * bytes);
+        remote.send(channel, dest, (gi as u32, t), size, outputs);
+    }
+
+    /// Launches the sends (of messages of several outputs; see `launch_timestep`) and the
+    /// receives of the outputs of timestep `t` of graph `gi` that cross ranks, `sends` being
+    /// what is sent.
     fn launch_edges<'s>(
         &'s self,
         s: &Scope<'s>,
@@ -123,12 +159,15 @@ impl<'a> Shared<'a> {
         (gi, t): (usize, i64),
         f: &mut Frontier,
         pre: &mut Vec<Event>,
+        sends: &[(usize, i64)],
     ) {
         let g = &self.graphs[gi];
         let row = (t % 2) as usize;
         let mut list = Vec::new();
-        g.cut.sends(&g.plan, t, &mut list);
-        for group in list.chunk_by(|a, b| a.0 == b.0) {
+        for group in sends.chunk_by(|a, b| a.0 == b.0) {
+            if group.len() == 1 {
+                continue;
+            }
             let dest = group[0].0;
             let points: Vec<i64> = group.iter().map(|&(_, q)| q).collect();
             pre.clear();
@@ -138,15 +177,7 @@ impl<'a> Shared<'a> {
                     .expect("a sent output was computed here")
             }));
             let e = s.launch(Placement::Any, pre, move |_| {
-                let g = &self.graphs[gi];
-                let r = &g.rows[row];
-                let bytes = g.plan.graph().output_bytes_per_task;
-                // SAFETY: the producers of these slots are preconditions of this task, and
-                // their next writers wait for it (it is one of their readers).
-                let outputs = points.iter().map(|&q| unsafe { r.read(q as usize) });
-                let channel = tactor::current_worker().unwrap_or(0);
-                let size = (points.len(), points.len() * bytes);
-                remote.send(channel, dest, (gi as u32, t), size, outputs);
+                self.send(gi, t, dest, &points)
             });
             for &(_, q) in group {
                 f.users[row][q as usize].push(e.clone());
