@@ -79,6 +79,22 @@ impl Graph {
     /// caller orders every earlier reader and writer of those slots before it and every later
     /// one after it.
     pub unsafe fn run_point(&self, t: i64, p: i64, error: &ErrorSlot) {
+        // SAFETY: this function's contract.
+        unsafe { self.run_point_with(t, p, error, |_| None) }
+    }
+
+    /// [`Graph::run_point`], with the inputs that `outside` gives (outputs of other ranks
+    /// taken straight from their message) read from there instead of the previous row.
+    ///
+    /// # Safety
+    /// As [`Graph::run_point`], for the slots it reads from the row.
+    pub unsafe fn run_point_with<'m>(
+        &'m self,
+        t: i64,
+        p: i64,
+        error: &ErrorSlot,
+        outside: impl Fn(i64) -> Option<&'m [u8]>,
+    ) {
         if error.failed() {
             return;
         }
@@ -95,7 +111,7 @@ impl Graph {
         };
         // SAFETY: slot `d` of the previous row holds `(t-1, d)`'s output and is not written
         // while this task runs, by this function's contract.
-        let input = |d: i64| unsafe { prev.read(d as usize) };
+        let input = |d: i64| outside(d).unwrap_or_else(|| unsafe { prev.read(d as usize) });
         let r = if self.shared {
             run_shared_task(&self.plan, t, p, out, scratch, input)
         } else {

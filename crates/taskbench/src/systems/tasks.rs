@@ -21,7 +21,8 @@
 //! message (a message of one output is sent by its producer as it ends, with no send task:
 //! on a stencil over two ranks that is every message); on that rank a receive task waits for
 //! the message's event (and for the readers of the slots it fills) and copies the outputs
-//! into the row, where the readers find them.
+//! into the row, where the readers find them — unless one task reads the whole message:
+//! that task then waits for the event itself and reads the outputs from the message.
 
 use super::edges::Remote;
 use super::interface::{check_workers, RunConfig, RunError, System};
@@ -29,6 +30,7 @@ use super::on_tactor::{self, ErrorSlot, Graph};
 use super::shared::footprint;
 use super::team::Pass;
 use smallvec::SmallVec;
+use tactor::job::exchange::Key;
 use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
@@ -53,6 +55,16 @@ struct Frontier {
     /// Per row and slot: the task that wrote the slot's contents, then the tasks that read
     /// them. The next writer of the slot waits for the readers (or the writer if none read).
     users: [Vec<Vec<Event>>; 2],
+    /// Messages of the last timestep launched that one task of the next reads alone: that
+    /// task takes them (no receive task, no copy into the row).
+    inbound: Vec<Inbound>,
+}
+
+/// A message that its only reader takes: the reader, the message, and its points.
+struct Inbound {
+    reader: i64,
+    key: Key,
+    points: Vec<i64>,
 }
 
 /// A graph's frontier before its first timestep.
@@ -61,6 +73,7 @@ fn frontier(g: &Graph) -> Frontier {
     Frontier {
         last: vec![None; w],
         users: [vec![Vec::new(); w], vec![Vec::new(); w]],
+        inbound: Vec::new(),
     }
 }
 
@@ -108,14 +121,29 @@ impl<'a> Shared<'a> {
                 .filter(|group| group.len() == 1 && group[0].1 == p)
                 .map(|group| group[0].0)
                 .collect();
+            let mut mine = Vec::new();
+            let mut i = 0;
+            while i < f.inbound.len() {
+                match f.inbound[i].reader == p {
+                    true => mine.push(f.inbound.swap_remove(i)),
+                    false => i += 1,
+                }
+            }
             let e = s.launch(Placement::Any, pre, move |_| {
-                self.run_point(gi, t, p);
+                match mine.is_empty() {
+                    true => self.run_point(gi, t, p),
+                    false => self.run_point_taking(gi, t, p, &mine),
+                }
                 for &dest in &alone {
                     self.send(gi, t, dest, &[p]);
                 }
             });
             now.push((p, e));
         }
+        debug_assert!(
+            f.inbound.is_empty(),
+            "every message taken went to its reader"
+        );
         for slot in f.last.iter_mut() {
             *slot = None;
         }
@@ -188,6 +216,20 @@ impl<'a> Shared<'a> {
             let src = group[0].0;
             let points: Vec<i64> = group.iter().map(|&(_, d)| d).collect();
             let key = (gi as u32, t, src);
+            if let Some(reader) = sole_reader(g, t + 1, &points) {
+                // Its reader waits for the arrival and reads the message itself; the slots
+                // keep their old contents (and their users, whom later writers wait for).
+                let arrival = remote.arrival(key);
+                for &d in &points {
+                    f.last[d as usize] = Some(arrival.clone());
+                }
+                f.inbound.push(Inbound {
+                    reader,
+                    key,
+                    points,
+                });
+                continue;
+            }
             pre.clear();
             pre.push(remote.arrival(key));
             for &d in &points {
@@ -203,6 +245,31 @@ impl<'a> Shared<'a> {
                 f.last[d as usize] = Some(e.clone());
             }
         }
+    }
+
+    /// Runs task `(t, p)` of graph `gi` on the outputs of the messages `inbound` (which
+    /// arrived: their events are its preconditions) and its other inputs from the row.
+    fn run_point_taking(&self, gi: usize, t: i64, p: i64, inbound: &[Inbound]) {
+        let Some(remote) = self.remote else {
+            return;
+        };
+        let g = &self.graphs[gi];
+        let bytes = g.plan.graph().output_bytes_per_task;
+        let taken: SmallVec<[Vec<u8>; 2]> = inbound
+            .iter()
+            .map_while(|m| remote.receive(m.key, m.points.len(), m.points.len() * bytes))
+            .collect();
+        if taken.len() < inbound.len() {
+            return; // A message broke the protocol: the pass ends with what was wrong.
+        }
+        let outside = |d: i64| {
+            inbound.iter().zip(&taken).find_map(|(m, data)| {
+                let k = m.points.binary_search(&d).ok()?;
+                Some(&tactor::job::Exchange::payload(data)[k * bytes..(k + 1) * bytes])
+            })
+        };
+        // SAFETY: as `run_point`; the inputs from other ranks are read from their messages.
+        unsafe { g.run_point_with(t, p, &self.error, outside) }
     }
 
     /// Copies the outputs of message `key` into the slots of `points` (of its timestep's row).
@@ -223,6 +290,20 @@ impl<'a> Shared<'a> {
             unsafe { row.write(d as usize) }.copy_from_slice(o);
         }
     }
+}
+
+/// The one point of this rank at timestep `t` that reads any of `points` (outputs of
+/// `t - 1`), if exactly one does.
+fn sole_reader(g: &Graph, t: i64, points: &[i64]) -> Option<i64> {
+    if t >= g.plan.graph().timesteps {
+        return None;
+    }
+    let mut readers = g
+        .cut
+        .local(&g.plan, t)
+        .filter(|&p| g.plan.deps(t, p).iter().any(|d| points.contains(d)));
+    let first = readers.next()?;
+    readers.next().is_none().then_some(first)
 }
 
 /// Adds to `pre` what must finish before a slot with these `users` may be written again
