@@ -112,40 +112,77 @@ impl Cut {
     }
 }
 
-/// Per timestep, the outputs this rank sends alone in their message, as (point, destination
-/// rank): their producer can send them as it ends, with no send task of their own.
-pub struct Alone {
-    /// Where each timestep's entries start in `sends` (one more entry than timesteps).
-    start: Vec<usize>,
-    sends: Vec<(i64, usize)>,
+/// The stream of a message that carries several outputs of one timestep, of any graphs (a
+/// message of one output is on its graph's stream).
+pub const ALL_GRAPHS: u32 = u32::MAX;
+
+/// (rank, graph, point) of every output of timestep `t` that this rank sends (`sends`) or
+/// receives after `t`, over every graph: grouped by rank, then graph by graph, points
+/// ascending — one message per rank, both ends listing it alike.
+pub fn crossing(
+    cuts: &[Cut],
+    plans: &[Plan],
+    t: i64,
+    sends: bool,
+    out: &mut Vec<(usize, u32, i64)>,
+) {
+    out.clear();
+    let mut list = Vec::new();
+    for (gi, (cut, plan)) in cuts.iter().zip(plans).enumerate() {
+        if t >= plan.graph().timesteps {
+            continue;
+        }
+        match sends {
+            true => cut.sends(plan, t, &mut list),
+            false => cut.receives(plan, t, &mut list),
+        }
+        out.extend(list.iter().map(|&(r, p)| (r, gi as u32, p)));
+    }
+    out.sort_unstable();
 }
 
-impl Alone {
+/// The stream of the message of `group` (one rank's part of [`crossing`]).
+pub fn stream_of(group: &[(usize, u32, i64)]) -> u32 {
+    match group {
+        [(_, gi, _)] => *gi,
+        _ => ALL_GRAPHS,
+    }
+}
+
+/// Per timestep, the outputs this rank sends alone in their message ([`crossing`]), as
+/// (graph, point, destination rank): their producer can send them as it ends, with no send
+/// task of their own.
+pub struct Lone {
+    /// Where each timestep's entries start in `sends` (one more entry than timesteps).
+    start: Vec<usize>,
+    sends: Vec<(u32, i64, usize)>,
+}
+
+impl Lone {
+    /// The outputs of every graph of this rank that go alone to another rank, per timestep.
+    pub fn new(cuts: &[Cut], plans: &[Plan]) -> Lone {
+        let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
+        let mut list = Vec::new();
+        let mut lone = Lone {
+            start: vec![0],
+            sends: Vec::new(),
+        };
+        for t in 0..steps {
+            crossing(cuts, plans, t, true, &mut list);
+            let single = list.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() == 1);
+            lone.sends.extend(single.map(|g| (g[0].1, g[0].2, g[0].0)));
+            lone.start.push(lone.sends.len());
+        }
+        lone
+    }
+
     /// The outputs of timestep `t` sent alone.
-    pub fn at(&self, t: i64) -> &[(i64, usize)] {
+    pub fn at(&self, t: i64) -> &[(u32, i64, usize)] {
         let t = t as usize;
         match (self.start.get(t), self.start.get(t + 1)) {
             (Some(&a), Some(&b)) => &self.sends[a..b],
             _ => &[],
         }
-    }
-}
-
-impl Cut {
-    /// The outputs of `plan` this rank sends alone in their message, per timestep.
-    pub fn alone(&self, plan: &Plan) -> Alone {
-        let mut list = Vec::new();
-        let mut alone = Alone {
-            start: vec![0],
-            sends: Vec::new(),
-        };
-        for t in 0..plan.graph().timesteps {
-            self.sends(plan, t, &mut list);
-            let single = list.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() == 1);
-            alone.sends.extend(single.map(|g| (g[0].1, g[0].0)));
-            alone.start.push(alone.sends.len());
-        }
-        alone
     }
 }
 
@@ -227,34 +264,40 @@ mod tests {
         Plan::new(app.graphs[0].clone())
     }
 
-    /// `alone` lists, per timestep, exactly the messages of one output, as (point, rank).
+    /// `crossing` agrees at both ends of every message over several graphs, and `Lone`
+    /// lists, per timestep, exactly the messages of one output.
     #[test]
-    fn alone_lists_exactly_the_messages_of_one_output() {
-        for flags in [
-            "-steps 6 -width 5 -type stencil_1d",
-            "-steps 6 -width 9 -type nearest -radix 3",
-            "-steps 6 -width 8 -type fft",
-            "-steps 6 -width 4 -type all_to_all",
-        ] {
-            let p = plan(flags);
-            let place = Placement {
-                ranks: 3,
-                workers: 2,
-            };
-            for rank in 0..3 {
-                let cut = Cut::new(&p, place, rank);
-                let alone = cut.alone(&p);
-                let mut list = Vec::new();
-                for t in 0..p.graph().timesteps {
-                    cut.sends(&p, t, &mut list);
-                    let want: Vec<(i64, usize)> = list
-                        .chunk_by(|a, b| a.0 == b.0)
+    fn messages_over_all_graphs_agree_and_lone_outputs_are_listed() {
+        let plans = [
+            plan("-steps 6 -width 5 -type stencil_1d"),
+            plan("-steps 4 -width 9 -type nearest -radix 3"),
+            plan("-steps 6 -width 8 -type fft"),
+        ];
+        for (ranks, workers) in [(2, 1), (3, 2)] {
+            let place = Placement { ranks, workers };
+            let cuts: Vec<Vec<Cut>> = (0..ranks as usize)
+                .map(|r| plans.iter().map(|p| Cut::new(p, place, r)).collect())
+                .collect();
+            let (mut s, mut r) = (Vec::new(), Vec::new());
+            for t in 0..6 {
+                for (a, ca) in cuts.iter().enumerate() {
+                    crossing(ca, &plans, t, true, &mut s);
+                    let lone = Lone::new(ca, &plans);
+                    let want: Vec<(u32, i64, usize)> = s
+                        .chunk_by(|x, y| x.0 == y.0)
                         .filter(|g| g.len() == 1)
-                        .map(|g| (g[0].1, g[0].0))
+                        .map(|g| (g[0].1, g[0].2, g[0].0))
                         .collect();
-                    assert_eq!(alone.at(t), &want[..], "{flags} rank {rank} t={t}");
+                    assert_eq!(lone.at(t), &want[..], "rank {a} t={t}");
+                    for (b, cb) in cuts.iter().enumerate() {
+                        crossing(cb, &plans, t, false, &mut r);
+                        let sent: Vec<_> =
+                            s.iter().filter(|x| x.0 == b).map(|x| (x.1, x.2)).collect();
+                        let got: Vec<_> =
+                            r.iter().filter(|x| x.0 == a).map(|x| (x.1, x.2)).collect();
+                        assert_eq!(sent, got, "t={t}: rank {a} to rank {b}");
+                    }
                 }
-                assert!(alone.at(p.graph().timesteps).is_empty());
             }
         }
     }

@@ -26,8 +26,9 @@
 //! On several ranks every rank runs the same program over the same
 //! regions — control replication — but launches only its own points (the block distribution
 //! over ranks, as `tasks`). The regions of other ranks' points are this rank's replicas: after
-//! timestep `t`, a launch reading the outputs another rank needs sends them in one message
-//! ([`super::edges`]; a message of one output is sent by its point's task instead), and on that rank a launch that waits for the message
+//! timestep `t`, a launch reading the outputs another rank needs, of every graph, sends them
+//! in one message ([`super::edges`]; a message of one output is sent by its point's task
+//! instead), and on that rank a launch that waits for the message
 //! ([`Program::launch_after`]) writes them into the replicas, where the readers find them. The
 //! analysis orders those launches like any other: a replica is rewritten only after its
 //! readers of the previous timestep ran. In `traced` the sends and receives are recorded with
@@ -37,7 +38,7 @@
 //! the same way; the driver then waits only behind fences made before every launch its open
 //! fragment holds (see [`behind`]).
 
-use super::edges::{Alone, Cut, Remote};
+use super::edges::{crossing, stream_of, Cut, Lone, Remote, ALL_GRAPHS};
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot};
 use super::shared::{footprint, run_inputs};
@@ -166,9 +167,9 @@ struct Ctx {
     error: ErrorSlot,
     /// On several ranks: the cross-rank edges, and per graph this rank's points.
     ranks: Option<(Arc<Remote>, Vec<Cut>)>,
-    /// Per graph, the outputs sent alone in their message: their point's task sends them
-    /// (a send launch per timestep and rank was a third of a rank's launches on a stencil).
-    alone: Vec<Alone>,
+    /// The outputs sent alone in their message: their point's task sends them (a send
+    /// launch per timestep and rank was a third of a rank's launches on a stencil).
+    lone: Option<Lone>,
     /// Other workers of this process read the outputs: claim and share their lines
     /// (`compiled` and `tasks` now only share them, see [`super::run_shared_task`]; the claim
     /// was not measured again here); with one worker the hints only push out lines that this
@@ -471,8 +472,9 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
     if let Err(e) = r {
         return ctx.error.record(e);
     }
-    if let (Some((remote, _)), Some(alone)) = (&ctx.ranks, ctx.alone.get(gi)) {
-        for &(_, dest) in alone.at(t).iter().filter(|s| s.0 == p) {
+    if let (Some((remote, _)), Some(lone)) = (&ctx.ranks, &ctx.lone) {
+        let mine = |s: &&(u32, i64, usize)| s.0 as usize == gi && s.1 == p;
+        for &(_, _, dest) in lone.at(t).iter().filter(mine) {
             let channel = tactor::current_worker().unwrap_or(0);
             let out = std::iter::once(me.output());
             remote.send(channel, dest, (gi as u32, t), (1, me.output().len()), out);
@@ -591,41 +593,26 @@ impl State {
         } else {
             p.index_launch(points, &self.table, t, project_built, run_point);
         }
-        let table = &*self.table;
-        if table.ctx.ranks.is_some() {
-            for (gi, g) in table.graphs.iter().enumerate() {
-                if g.shape(t).is_some() {
-                    edges(&mut self.program, &g.regions, &table.ctx, gi, t);
-                }
-            }
-        }
+        edges(&mut self.program, &self.table, t);
     }
 }
 
-/// Launches the sends and receives of the outputs of timestep `t` of graph `gi` (whose rows
-/// are `regions`) that cross ranks: what they read and write is declared, and the analysis
-/// orders them.
-fn edges(
-    program: &mut Program,
-    regions: &[Vec<Region<Point>>; 2],
-    ctx: &Constant<Ctx>,
-    gi: usize,
-    t: i64,
-) {
+/// Launches the sends and receives of the outputs of timestep `t` that cross ranks, one
+/// message per pair of ranks for every graph together ([`crossing`]; a message of one output
+/// is sent by its point's task, `run_point`): what they read and write is declared, and the
+/// analysis orders them.
+fn edges(program: &mut Program, table: &Constant<Table>, t: i64) {
+    let ctx = &table.ctx;
     let Some((remote, cuts)) = &ctx.ranks else {
         return;
     };
-    let (plan, cut) = (&ctx.plans[gi], &cuts[gi]);
-    let row = &regions[(t % 2) as usize];
-    let bytes = plan.graph().output_bytes_per_task;
+    let row = (t % 2) as usize;
+    let region = |gi: u32, p: i64| &table.graphs[gi as usize].regions[row][p as usize];
     let mut list = Vec::new();
-    cut.sends(plan, t, &mut list);
-    // Outputs sent alone are sent by their point's task (`run_point`).
+    crossing(cuts, &ctx.plans, t, true, &mut list);
     for group in list.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
         let dest = group[0].0;
-        let outputs: Vec<Read<Point>> =
-            group.iter().map(|&(_, q)| read(&row[q as usize])).collect();
-        let size = (group.len(), group.len() * bytes);
+        let outputs: Vec<Read<Point>> = group.iter().map(|&(_, g, q)| read(region(g, q))).collect();
         program.launch(
             Placement::Any,
             (constant(ctx), outputs),
@@ -634,22 +621,22 @@ fn edges(
                     return;
                 };
                 let channel = tactor::current_worker().unwrap_or(0);
+                let len = outputs.iter().map(|o| o.output().len()).sum();
                 let data = outputs.iter().map(|o| o.output());
-                remote.send(channel, dest, (gi as u32, t), size, data);
+                remote.send(channel, dest, (ALL_GRAPHS, t), (outputs.len(), len), data);
             },
         );
     }
-    cut.receives(plan, t, &mut list);
+    crossing(cuts, &ctx.plans, t, false, &mut list);
     for group in list.chunk_by(|a, b| a.0 == b.0) {
-        let key = (gi as u32, t, group[0].0);
-        let replicas: Vec<Write<Point>> = group
-            .iter()
-            .map(|&(_, d)| write(&row[d as usize]))
-            .collect();
-        let arrival = remote.arrival(key);
-        let (count, len) = (group.len(), group.len() * bytes);
+        let key = (stream_of(group), t, group[0].0);
+        let replicas: Vec<Write<Point>> =
+            group.iter().map(|&(_, g, d)| write(region(g, d))).collect();
+        let bytes =
+            |&(_, g, _): &(usize, u32, i64)| ctx.plans[g as usize].graph().output_bytes_per_task;
+        let (count, len) = (group.len(), group.iter().map(bytes).sum());
         program.launch_after(
-            &arrival,
+            &remote.arrival(key),
             Placement::Any,
             (constant(ctx), replicas),
             move |(ctx, mut replicas)| {
@@ -659,11 +646,12 @@ fn edges(
                 let Some(m) = remote.receive(key, count, len) else {
                     return;
                 };
-                for (i, o) in tactor::job::Exchange::payload(&m)
-                    .chunks_exact(bytes)
-                    .enumerate()
-                {
-                    replicas.get_mut(i).output_mut().copy_from_slice(o);
+                let mut items = tactor::job::Exchange::payload(&m);
+                for i in 0..count {
+                    let out = replicas.get_mut(i).output_mut();
+                    let (item, rest) = items.split_at(out.len());
+                    out.copy_from_slice(item);
+                    items = rest;
                 }
             },
         );
@@ -874,13 +862,10 @@ impl System for Implicit {
             let cuts: Vec<Cut> = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
             (r, cuts)
         });
-        let alone = match &ranks {
-            Some((_, cuts)) => cuts.iter().zip(&plans).map(|(c, p)| c.alone(p)).collect(),
-            None => Vec::new(),
-        };
+        let lone = ranks.as_ref().map(|(_, cuts)| Lone::new(cuts, &plans));
         let ctx = Ctx {
             ranks,
-            alone,
+            lone,
             plans,
             error: ErrorSlot::new(remote.clone()),
             shared: cfg.workers > 1,
