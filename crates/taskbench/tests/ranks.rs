@@ -108,10 +108,17 @@ fn graph(ty: &str, steps: i64, width: i64, rest: &str) -> String {
 }
 
 fn matrix(system: &str) {
+    matrix_of(&[system]);
+}
+
+/// The matrix with the types dealt out over `systems` in turn (systems that share their
+/// exchange code, each run on some of the types).
+fn matrix_of(systems: &[&str]) {
     // Every type on 2 and 3 ranks with 1 or 2 workers each, each run with two more graphs
     // (-and) of other types and kernels; odd widths so blocks are uneven; outputs larger than
     // the minimum.
     for (i, ty) in TYPES.iter().enumerate() {
+        let system = systems[i % systems.len()];
         let other = TYPES[(i + 5) % TYPES.len()];
         let flags = [
             graph(ty, 9, 7, "-output 40"),
@@ -123,7 +130,7 @@ fn matrix(system: &str) {
     }
     // Wide enough that a message crosses the inline limit (rendezvous) and many workers talk.
     same_as_one_process(
-        system,
+        systems[systems.len() - 1],
         3,
         2,
         "-steps 6 -width 600 -type all_to_all -output 64",
@@ -183,6 +190,15 @@ fn traced_matrix_on_two_and_three_ranks() {
     // Long enough that chunks repeat: the last one, like the middle ones but with no
     // timestep after it to send to, must be a recording of its own.
     same_as_one_process("traced", 2, 1, "-steps 259 -width 4 -type stencil_1d");
+}
+
+/// Seed 004's styles exchange through one piece of code (`styles::Ranks`; `futures` wires
+/// it into its futures): the types are dealt out over the four, with `futures-barrier` (whose
+/// timesteps do not overlap) on the wide run, and `futures` runs every type once more.
+#[test]
+fn styles_matrix_on_two_and_three_ranks() {
+    matrix_of(&["forkjoin", "futures", "parfor", "futures-barrier"]);
+    matrix("futures");
 }
 
 #[test]
@@ -247,7 +263,11 @@ fn bad_flags_are_reported_once() {
 }
 
 /// Systems that run on ranks.
-const RANK_SYSTEMS: [&str; 6] = ["bsp", "tasks", "compiled", "implicit", "traced", "auto"];
+/// Every system with exchange code of its own (`parfor` exchanges as `forkjoin` does,
+/// `futures-barrier` as `futures`).
+const RANK_SYSTEMS: [&str; 8] = [
+    "bsp", "tasks", "compiled", "implicit", "traced", "auto", "forkjoin", "futures",
+];
 
 fn fault(system: &str, kind: &str, victim: usize) -> String {
     let o = run(

@@ -1,17 +1,20 @@
 //! Which outputs of a graph cross ranks ([`Cut`]: points are block-distributed over every
-//! rank's workers), and this rank's end of those edges ([`Remote`]: the runtime's
-//! [`Exchange`], through which the faults of the rank-failure tests are injected).
+//! rank's workers), this rank's end of those edges ([`Remote`]: the runtime's [`Exchange`],
+//! through which the faults of the rank-failure tests are injected), and a runtime whose
+//! workers progress it ([`runtime`]).
 //!
 //! After timestep `t`, the outputs that one rank's points read from another rank's at `t + 1`
 //! travel as **one message per (stream, timestep, pair of ranks)**, a stream being a graph
 //! (`tasks`, `implicit`) or all the graphs a `compiled` chain runs in lock-step. Both ends
 //! derive a message's point list from the graph, so a message carries outputs only.
 
+use super::interface::{RunConfig, RunError};
 use crate::faults::{injected_fault, Fault};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tactor::job::{Exchange, Job};
+use tactor::Runtime;
 use taskbench_core::app::Placement;
 use taskbench_core::plan::Plan;
 
@@ -62,15 +65,16 @@ impl Cut {
         (self.worker(p), p - self.place.first(owner, self.width))
     }
 
+    /// The points this rank computes, at every timestep.
+    pub fn block(&self) -> std::ops::Range<i64> {
+        let me = self.rank as i64 * self.place.workers;
+        self.place.first(me, self.width)..self.place.first(me + self.place.workers, self.width)
+    }
+
     /// The points of timestep `t` this rank computes.
     pub fn local(&self, plan: &Plan, t: i64) -> std::ops::Range<i64> {
-        let width = self.width;
-        let me = self.rank as i64 * self.place.workers;
-        let (first, end) = (
-            self.place.first(me, width),
-            self.place.first(me + self.place.workers, width),
-        );
-        first.max(plan.offset(t))..end.min(plan.offset(t) + plan.width(t))
+        let block = self.block();
+        block.start.max(plan.offset(t))..block.end.min(plan.offset(t) + plan.width(t))
     }
 
     /// (destination rank, point) of every output of `t` this rank sends, grouped by rank,
@@ -110,6 +114,28 @@ impl Cut {
         out.sort_unstable();
         out.dedup();
     }
+}
+
+/// A runtime with the run's workers and pinning, and on several ranks this rank's end of the
+/// cross-rank edges, whose network progress the workers run.
+pub fn runtime(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError> {
+    let remote = match &cfg.job {
+        Some(job) => Some(Remote::new(job).map_err(|e| RunError::Runtime(e.to_string()))?),
+        None => None,
+    };
+    let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
+    let first = super::interface::first_core_here(cfg.workers, cfg.job.is_some(), allowed);
+    let mut b = Runtime::builder()
+        .workers(cfg.workers)
+        .pin(cfg.pin && first.is_some())
+        .first_core(first.unwrap_or(0));
+    if let Some(r) = &remote {
+        b = b.poller(r.exchange());
+    }
+    let rt = b
+        .build()
+        .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
+    Ok((rt, remote))
 }
 
 /// The stream of a message that carries several outputs of one timestep, of any graphs (a

@@ -3,7 +3,7 @@
 //! when the split has joined: one fork per point, stolen by idle workers, no events. Each half
 //! borrows its part of the row (`split_at_mut`): no locks and no `unsafe`.
 
-use super::interface::{check_workers, RunConfig, RunError, System};
+use super::interface::{RunConfig, RunError, System};
 use super::shared::{footprint, run_task};
 use super::styles::{self, Buffers};
 use super::team::Pass;
@@ -42,20 +42,29 @@ impl System for ForkJoin {
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
+    fn runs_on_ranks(&self) -> bool {
+        true
+    }
+
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        check_workers(cfg)?;
-        let rt = styles::runtime(cfg.workers, cfg.pin)?;
-        let graphs = std::sync::Mutex::new(Buffers::all(app));
+        let (rt, ranks) = styles::start(app, cfg)?;
+        let graphs = std::sync::Mutex::new(Buffers::all(app, ranks.as_ref()));
         let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
-        styles::passes(&rt, || {
+        styles::passes(&rt, ranks.as_ref(), || {
             let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
             for t in 0..steps {
+                if let Some(r) = &ranks {
+                    r.receive(t, &mut graphs)?;
+                }
                 split(&mut graphs, &|g: &mut Buffers| {
                     let (plan, mut points, prev) = g.step(t);
                     split(&mut points, &|(p, out, scratch)| {
                         run_task(plan, t, *p, out, scratch, |d| &prev[d as usize])
                     })
                 })?;
+                if let Some(r) = &ranks {
+                    r.send(t, &graphs);
+                }
             }
             Ok(())
         })

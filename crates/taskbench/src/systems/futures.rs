@@ -4,12 +4,13 @@
 //! timestep before launching the next (the seed's per-step barrier, for its fair
 //! comparison); `futures` lets timesteps overlap.
 
-use super::interface::{check_workers, RunConfig, RunError, System};
+use super::interface::{RunConfig, RunError, System};
 use super::shared::{footprint, run_inputs};
-use super::styles;
+use super::styles::{self, Ranks};
 use super::team::Pass;
 use std::sync::{Arc, Mutex};
-use tactor::{Event, Future, Placement};
+use tactor::job::Exchange;
+use tactor::{Event, Future, Handle, Placement, Promise};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
@@ -41,9 +42,12 @@ impl System for Futures {
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
+    fn runs_on_ranks(&self) -> bool {
+        true
+    }
+
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        check_workers(cfg)?;
-        let rt = styles::runtime(cfg.workers, cfg.pin)?;
+        let (rt, ranks) = styles::start(app, cfg)?;
         let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());
         // A task runs to its end on one worker: a scratch buffer per worker and graph.
         let scratch: Arc<Vec<Vec<Mutex<Vec<u8>>>>> = Arc::new(
@@ -63,11 +67,14 @@ impl System for Futures {
                 .map_err(|e| RunError::Validation(e.clone())),
             Err(e) => Err(RunError::Runtime(e.to_string())),
         };
-        styles::passes(&rt, || {
+        styles::passes(&rt, ranks.as_ref(), || {
             let h = rt.handle();
             let mut last: Vec<Vec<Output>> = plans.iter().map(|_| Vec::new()).collect();
             let mut all = std::collections::VecDeque::new();
             for t in 0..steps {
+                if let Some(r) = &ranks {
+                    receive(&h, r, t, &plans, &mut last);
+                }
                 let mut now = Vec::new();
                 for (gi, plan) in plans
                     .iter()
@@ -76,7 +83,12 @@ impl System for Futures {
                 {
                     let mut next =
                         vec![Future::ready(Ok(Vec::new())); plan.graph().max_width as usize];
-                    for p in plan.offset(t)..plan.offset(t) + plan.width(t) {
+                    let points = ranks
+                        .as_ref()
+                        .map_or(plan.offset(t)..plan.offset(t) + plan.width(t), |r| {
+                            r.local(gi, t)
+                        });
+                    for p in points {
                         let ins: Vec<Output> = plan
                             .deps(t, p)
                             .iter()
@@ -101,6 +113,9 @@ impl System for Futures {
                     }
                     last[gi] = next;
                 }
+                if let Some(r) = &ranks {
+                    send(&h, r, t, &last, &mut now);
+                }
                 if self.barrier {
                     now.iter().try_for_each(check)?;
                 }
@@ -118,4 +133,55 @@ impl System for Futures {
             all.iter().try_for_each(check)
         })
     }
+}
+
+/// The outputs of timestep `t - 1` that this rank reads from others: a future per point in
+/// `last`, set by a task that takes their message when it arrives.
+fn receive(h: &Handle, r: &Ranks, t: i64, plans: &[Plan], last: &mut [Vec<Output>]) {
+    r.messages(t - 1, false, |key, group| {
+        let mut promises = Vec::with_capacity(group.len());
+        for &(_, gi, d) in group {
+            let (promise, future) = Promise::new();
+            promises.push((promise, plans[gi as usize].graph().output_bytes_per_task));
+            last[gi as usize][d as usize] = future;
+        }
+        let remote = r.remote.clone();
+        h.launch(Placement::Any, &[remote.arrival(key)], move || {
+            let len = promises.iter().map(|(_, len)| len).sum();
+            let Some(m) = remote.receive(key, promises.len(), len) else {
+                // Its dependents fail; the pass reports the protocol error itself.
+                return promises
+                    .into_iter()
+                    .for_each(|(p, _)| p.fail("a bad message"));
+            };
+            let mut items = Exchange::payload(&m);
+            for (promise, len) in promises {
+                let (mine, rest) = items.split_at(len);
+                promise.set(Ok(mine.to_vec()));
+                items = rest;
+            }
+        });
+    });
+}
+
+/// Sends the outputs of timestep `t` (in `last`) that other ranks read, each message from a
+/// task that runs once its outputs are ready (added to `now`).
+fn send(h: &Handle, r: &Ranks, t: i64, last: &[Vec<Output>], now: &mut Vec<Output>) {
+    r.messages(t, true, |(stream, t, dest), group| {
+        let outs: Vec<Output> = (group.iter())
+            .map(|&(_, gi, q)| last[gi as usize][q as usize].clone())
+            .collect();
+        let pre: Vec<Event> = outs.iter().map(|f| f.event().clone()).collect();
+        let remote = r.remote.clone();
+        now.push(h.spawn(Placement::Any, &pre, move || {
+            let items: Vec<&[u8]> = (outs.iter())
+                .map(|f| f.get().expect("a precondition").as_deref())
+                .collect::<Result<_, _>>()
+                .map_err(Clone::clone)?;
+            let (count, len) = (items.len(), items.iter().map(|i| i.len()).sum());
+            let channel = tactor::current_worker().unwrap_or(0);
+            remote.send(channel, dest, (stream, t), (count, len), items.into_iter());
+            Ok(Vec::new())
+        }));
+    });
 }

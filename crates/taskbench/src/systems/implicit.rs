@@ -855,7 +855,7 @@ impl System for Implicit {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = on_tactor::start(cfg)?;
+        let (rt, remote) = super::edges::runtime(cfg)?;
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
         let (place, rank) = on_tactor::placement(cfg);
         let ranks = remote.clone().map(|r| {

@@ -1,6 +1,7 @@
-//! What the systems built on Tactor (`tasks`, `compiled`) share: starting the runtime (with
-//! the network as a source of work on several ranks), keeping the first validation failure,
-//! and timing passes with the tasks the workers validated.
+//! What the systems built on Tactor's events and subgraphs (`tasks`, `compiled`, `implicit`)
+//! share: each graph's rows and cut, keeping the first validation failure, and timing passes
+//! with the tasks the workers validated. (The runtime, with the network as a source of work
+//! on several ranks, is started by [`super::edges::runtime`].)
 
 use super::edges::{Cut, Remote};
 use super::interface::{RunConfig, RunError};
@@ -15,28 +16,6 @@ use tactor::{Placement, Runtime};
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
 use taskbench_core::validate::TaskError;
-
-/// A runtime with the run's workers and pinning, and on several ranks this rank's end of the
-/// cross-rank edges, whose network progress the workers run.
-pub fn start(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError> {
-    let remote = match &cfg.job {
-        Some(job) => Some(Remote::new(job).map_err(|e| RunError::Runtime(e.to_string()))?),
-        None => None,
-    };
-    let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
-    let first = super::interface::first_core_here(cfg.workers, cfg.job.is_some(), allowed);
-    let mut b = Runtime::builder()
-        .workers(cfg.workers)
-        .pin(cfg.pin && first.is_some())
-        .first_core(first.unwrap_or(0));
-    if let Some(r) = &remote {
-        b = b.poller(r.exchange());
-    }
-    let rt = b
-        .build()
-        .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
-    Ok((rt, remote))
-}
 
 /// One graph as `tasks` and `compiled` hold it: two rows of outputs and of scratch (timestep
 /// parity), and this rank's points.

@@ -2,7 +2,7 @@
 //! points of every graph ([`tactor::for_each_mut`], grain 1: split only as far as workers are
 //! idle to take the pieces), and the step ends when the loop returns.
 
-use super::interface::{check_workers, RunConfig, RunError, System};
+use super::interface::{RunConfig, RunError, System};
 use super::shared::{footprint, run_task};
 use super::styles::{self, Buffers};
 use super::team::Pass;
@@ -26,14 +26,20 @@ impl System for ParFor {
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
+    fn runs_on_ranks(&self) -> bool {
+        true
+    }
+
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        check_workers(cfg)?;
-        let rt = styles::runtime(cfg.workers, cfg.pin)?;
-        let graphs = Mutex::new(Buffers::all(app));
+        let (rt, ranks) = styles::start(app, cfg)?;
+        let graphs = Mutex::new(Buffers::all(app, ranks.as_ref()));
         let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
-        styles::passes(&rt, || {
+        styles::passes(&rt, ranks.as_ref(), || {
             let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
             for t in 0..steps {
+                if let Some(r) = &ranks {
+                    r.receive(t, &mut graphs)?;
+                }
                 let mut points: Vec<_> = graphs
                     .iter_mut()
                     .flat_map(|g| {
@@ -48,6 +54,9 @@ impl System for ParFor {
                     }
                 });
                 error.into_inner().unwrap_or_else(|p| p.into_inner())?;
+                if let Some(r) = &ranks {
+                    r.send(t, &graphs);
+                }
             }
             Ok(())
         })

@@ -364,7 +364,7 @@ impl System for Tasks {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = on_tactor::start(cfg)?;
+        let (rt, remote) = super::edges::runtime(cfg)?;
         let (place, rank) = on_tactor::placement(cfg);
         let graphs: Vec<Graph> = app
             .graphs

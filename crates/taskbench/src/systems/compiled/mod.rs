@@ -367,7 +367,7 @@ impl System for Compiled {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = on_tactor::start(cfg)?;
+        let (rt, remote) = super::edges::runtime(cfg)?;
         let error = Arc::new(ErrorSlot::new(remote.clone()));
         let (place, rank) = on_tactor::placement(cfg);
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
