@@ -327,6 +327,11 @@ impl Event {
         std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
     }
 
+    /// The event's identity as a number: equal for two handles exactly when [`Event::ptr_eq`].
+    pub(crate) fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<u8>() as usize
+    }
+
     /// An event that triggers once all of `events` have; poisoned (with the first failure to
     /// arrive) if any of them is.
     pub fn merge(events: &[Event]) -> Event {

@@ -24,6 +24,7 @@
 //! panic ends the whole job at once through the launcher (`MPI_Abort`), since what the
 //! panicking thread would have sent never comes.
 
+mod blocks;
 mod collective;
 pub mod exchange;
 mod ports;
@@ -31,6 +32,7 @@ pub(crate) mod rendezvous;
 mod spmd;
 mod wire;
 
+pub use blocks::{Blocks, Crossing};
 pub use exchange::Exchange;
 use ports::Ports;
 pub use ports::{Handler, OpenPort};

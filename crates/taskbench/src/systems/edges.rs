@@ -1,28 +1,14 @@
 //! Which outputs of a graph cross ranks ([`Cut`]: points are block-distributed over every
-//! rank's workers), this rank's end of those edges ([`Remote`]: the runtime's [`Exchange`],
-//! through which the faults of the rank-failure tests are injected), and a runtime whose
-//! workers progress it ([`runtime`]).
+//! rank's workers), and a timestep's messages over several graphs ([`crossing`], [`Lone`]);
+//! they travel through this rank's exchange (`super::network`).
 //!
 //! After timestep `t`, the outputs that one rank's points read from another rank's at `t + 1`
 //! travel as **one message per (stream, timestep, pair of ranks)**, a stream being a graph
 //! (`tasks`, `implicit`) or all the graphs a `compiled` chain runs in lock-step. Both ends
 //! derive a message's point list from the graph, so a message carries outputs only.
 
-use super::interface::{RunConfig, RunError};
-use crate::faults::{injected_fault, Fault};
-use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use tactor::job::{Exchange, Job};
-use tactor::Runtime;
 use taskbench_core::app::Placement;
 use taskbench_core::plan::Plan;
-
-/// The port of the cross-rank edges of `tasks`, `compiled` and `implicit`.
-pub const PORT_EDGES: u16 = tactor::job::FIRST_PORT + 1;
-
-/// The timestep whose message a `slow` rank holds back ([`Fault::Slow`]).
-const SLOW_AT: i64 = 20;
 
 /// Which points of a graph this rank computes, on which local worker, and which outputs cross
 /// to or from other ranks after each timestep. Both ends of a message derive its point list
@@ -34,12 +20,16 @@ pub struct Cut {
     /// The global worker of each point.
     owner: Vec<u32>,
     width: i64,
+    /// The points of this rank (asked for by every timestep's lists: kept, not re-derived
+    /// with the placement's 128-bit arithmetic).
+    block: std::ops::Range<i64>,
 }
 
 impl Cut {
     /// The cut of `plan` for `rank` under `place`.
     pub fn new(plan: &Plan, place: Placement, rank: usize) -> Cut {
         let width = plan.graph().max_width;
+        let me = rank as i64 * place.workers;
         Cut {
             place,
             rank,
@@ -47,6 +37,7 @@ impl Cut {
                 .map(|p| place.worker_of(p, width) as u32)
                 .collect(),
             width,
+            block: place.first(me, width)..place.first(me + place.workers, width),
         }
     }
 
@@ -67,8 +58,7 @@ impl Cut {
 
     /// The points this rank computes, at every timestep.
     pub fn block(&self) -> std::ops::Range<i64> {
-        let me = self.rank as i64 * self.place.workers;
-        self.place.first(me, self.width)..self.place.first(me + self.place.workers, self.width)
+        self.block.clone()
     }
 
     /// The points of timestep `t` this rank computes.
@@ -81,17 +71,7 @@ impl Cut {
     /// points ascending.
     pub fn sends(&self, plan: &Plan, t: i64, out: &mut Vec<(usize, i64)>) {
         out.clear();
-        if t + 1 >= plan.graph().timesteps {
-            return;
-        }
-        for q in self.local(plan, t) {
-            out.extend(
-                plan.rdeps(t + 1, q)
-                    .iter()
-                    .map(|&p| (self.rank_of(p), q))
-                    .filter(|&(r, _)| r != self.rank),
-            );
-        }
+        self.each_crossing(plan, t, true, |r, p| out.push((r, p)));
         out.sort_unstable();
         out.dedup();
     }
@@ -100,42 +80,32 @@ impl Cut {
     /// points ascending.
     pub fn receives(&self, plan: &Plan, t: i64, out: &mut Vec<(usize, i64)>) {
         out.clear();
-        if t + 1 >= plan.graph().timesteps {
-            return;
-        }
-        for p in self.local(plan, t + 1) {
-            out.extend(
-                plan.deps(t + 1, p)
-                    .iter()
-                    .map(|&d| (self.rank_of(d), d))
-                    .filter(|&(r, _)| r != self.rank),
-            );
-        }
+        self.each_crossing(plan, t, false, |r, p| out.push((r, p)));
         out.sort_unstable();
         out.dedup();
     }
-}
 
-/// A runtime with the run's workers and pinning, and on several ranks this rank's end of the
-/// cross-rank edges, whose network progress the workers run.
-pub fn runtime(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Remote>>), RunError> {
-    let remote = match &cfg.job {
-        Some(job) => Some(Remote::new(job).map_err(|e| RunError::Runtime(e.to_string()))?),
-        None => None,
-    };
-    let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
-    let first = super::interface::first_core_here(cfg.workers, cfg.job.is_some(), allowed);
-    let mut b = Runtime::builder()
-        .workers(cfg.workers)
-        .pin(cfg.pin && first.is_some())
-        .first_core(first.unwrap_or(0));
-    if let Some(r) = &remote {
-        b = b.poller(r.exchange());
+    /// Calls `f(rank, point)` for each output of `t` that this rank sends to (`sends`: the
+    /// readers of its points at `t + 1`) or receives from (the inputs of its points at
+    /// `t + 1`) another rank, as often as it is read.
+    fn each_crossing(&self, plan: &Plan, t: i64, sends: bool, mut f: impl FnMut(usize, i64)) {
+        if t + 1 >= plan.graph().timesteps {
+            return;
+        }
+        let mine = self.local(plan, if sends { t } else { t + 1 });
+        for x in mine {
+            let other = match sends {
+                true => plan.rdeps(t + 1, x),
+                false => plan.deps(t + 1, x),
+            };
+            for &y in other {
+                let r = self.rank_of(y);
+                if r != self.rank {
+                    f(r, if sends { x } else { y });
+                }
+            }
+        }
     }
-    let rt = b
-        .build()
-        .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
-    Ok((rt, remote))
 }
 
 /// The stream of a message that carries several outputs of one timestep, of any graphs (a
@@ -153,18 +123,11 @@ pub fn crossing(
     out: &mut Vec<(usize, u32, i64)>,
 ) {
     out.clear();
-    let mut list = Vec::new();
     for (gi, (cut, plan)) in cuts.iter().zip(plans).enumerate() {
-        if t >= plan.graph().timesteps {
-            continue;
-        }
-        match sends {
-            true => cut.sends(plan, t, &mut list),
-            false => cut.receives(plan, t, &mut list),
-        }
-        out.extend(list.iter().map(|&(r, p)| (r, gi as u32, p)));
+        cut.each_crossing(plan, t, sends, |r, p| out.push((r, gi as u32, p)));
     }
     out.sort_unstable();
+    out.dedup();
 }
 
 /// The stream of the message of `group` (one rank's part of [`crossing`]).
@@ -209,72 +172,6 @@ impl Lone {
             (Some(&a), Some(&b)) => &self.sends[a..b],
             _ => &[],
         }
-    }
-}
-
-/// This rank's end of the cross-rank edges: the job's [`Exchange`] on [`PORT_EDGES`] (which it
-/// dereferences to), sending through [`Remote::send`] so that a rank told to by
-/// `TASKBENCH_FAULT` injects its fault there.
-pub struct Remote {
-    exchange: Arc<Exchange>,
-    fault: Option<Fault>,
-    faulted: AtomicBool,
-}
-
-impl Deref for Remote {
-    type Target = Exchange;
-
-    fn deref(&self) -> &Exchange {
-        &self.exchange
-    }
-}
-
-impl Remote {
-    /// Opens the edges' exchange on `job`.
-    pub fn new(job: &Arc<Job>) -> Result<Arc<Remote>, tactor::job::JobError> {
-        Ok(Arc::new(Remote {
-            exchange: Exchange::open(job, PORT_EDGES)?,
-            fault: injected_fault(job.rank()),
-            faulted: AtomicBool::new(false),
-        }))
-    }
-
-    /// The exchange, for the runtime to poll.
-    pub fn exchange(&self) -> Arc<Exchange> {
-        self.exchange.clone()
-    }
-
-    /// Sends `outputs` (`count` of them, `len` bytes in all) of timestep `t` of `stream` to
-    /// rank `dest` ([`Exchange::send`]), injecting this rank's fault if it has one.
-    pub fn send<'a>(
-        &self,
-        channel: usize,
-        dest: usize,
-        (stream, t): (u32, i64),
-        (count, len): (usize, usize),
-        outputs: impl Iterator<Item = &'a [u8]>,
-    ) {
-        // A slow rank holds back a message of the middle of the run, when the receiver is
-        // sure to be waiting for it.
-        let due = self.fault != Some(Fault::Slow) || t == SLOW_AT;
-        if self.fault.is_some() && count > 0 && due && !self.faulted.swap(true, Ordering::Relaxed) {
-            let mut buf = Vec::with_capacity(len);
-            outputs.for_each(|o| buf.extend_from_slice(o));
-            match self.fault {
-                Some(Fault::Panic) => panic!("injected fault (TASKBENCH_FAULT)"),
-                Some(Fault::Slow) => std::thread::sleep(crate::faults::SLOW),
-                _ => {
-                    if let Some(b) = buf.first_mut() {
-                        *b ^= 1;
-                    }
-                }
-            }
-            return self
-                .exchange
-                .send_buffer(channel, dest, (stream, t), count, &buf);
-        }
-        self.exchange
-            .send(channel, dest, (stream, t), count, len, outputs);
     }
 }
 

@@ -138,50 +138,55 @@ impl System for Futures {
 /// The outputs of timestep `t - 1` that this rank reads from others: a future per point in
 /// `last`, set by a task that takes their message when it arrives.
 fn receive(h: &Handle, r: &Ranks, t: i64, plans: &[Plan], last: &mut [Vec<Output>]) {
-    r.messages(t - 1, false, |key, group| {
-        let mut promises = Vec::with_capacity(group.len());
-        for &(_, gi, d) in group {
-            let (promise, future) = Promise::new();
-            promises.push((promise, plans[gi as usize].graph().output_bytes_per_task));
-            last[gi as usize][d as usize] = future;
-        }
-        let remote = r.remote.clone();
-        h.launch(Placement::Any, &[remote.arrival(key)], move || {
-            let len = promises.iter().map(|(_, len)| len).sum();
-            let Some(m) = remote.receive(key, promises.len(), len) else {
-                // Its dependents fail; the pass reports the protocol error itself.
-                return promises
-                    .into_iter()
-                    .for_each(|(p, _)| p.fail("a bad message"));
-            };
-            let mut items = Exchange::payload(&m);
-            for (promise, len) in promises {
-                let (mine, rest) = items.split_at(len);
-                promise.set(Ok(mine.to_vec()));
-                items = rest;
+    if t == 0 {
+        return;
+    }
+    r.blocks
+        .messages(t - 1, false, r.links(t - 1, false), |key, group| {
+            let mut promises = Vec::with_capacity(group.len());
+            for &(_, gi, d) in group {
+                let (promise, future) = Promise::new();
+                promises.push((promise, plans[gi as usize].graph().output_bytes_per_task));
+                last[gi as usize][d] = future;
             }
+            let remote = r.blocks.exchange().clone();
+            h.launch(Placement::Any, &[remote.arrival(key)], move || {
+                let len = promises.iter().map(|(_, len)| len).sum();
+                let Some(m) = remote.receive(key, promises.len(), len) else {
+                    // Its dependents fail; the pass reports the protocol error itself.
+                    return promises
+                        .into_iter()
+                        .for_each(|(p, _)| p.fail("a bad message"));
+                };
+                let mut items = Exchange::payload(&m);
+                for (promise, len) in promises {
+                    let (mine, rest) = items.split_at(len);
+                    promise.set(Ok(mine.to_vec()));
+                    items = rest;
+                }
+            });
         });
-    });
 }
 
 /// Sends the outputs of timestep `t` (in `last`) that other ranks read, each message from a
 /// task that runs once its outputs are ready (added to `now`).
 fn send(h: &Handle, r: &Ranks, t: i64, last: &[Vec<Output>], now: &mut Vec<Output>) {
-    r.messages(t, true, |(stream, t, dest), group| {
-        let outs: Vec<Output> = (group.iter())
-            .map(|&(_, gi, q)| last[gi as usize][q as usize].clone())
-            .collect();
-        let pre: Vec<Event> = outs.iter().map(|f| f.event().clone()).collect();
-        let remote = r.remote.clone();
-        now.push(h.spawn(Placement::Any, &pre, move || {
-            let items: Vec<&[u8]> = (outs.iter())
-                .map(|f| f.get().expect("a precondition").as_deref())
-                .collect::<Result<_, _>>()
-                .map_err(Clone::clone)?;
-            let (count, len) = (items.len(), items.iter().map(|i| i.len()).sum());
-            let channel = tactor::current_worker().unwrap_or(0);
-            remote.send(channel, dest, (stream, t), (count, len), items.into_iter());
-            Ok(Vec::new())
-        }));
-    });
+    r.blocks
+        .messages(t, true, r.links(t, true), |(stream, t, dest), group| {
+            let outs: Vec<Output> = (group.iter())
+                .map(|&(_, gi, q)| last[gi as usize][q].clone())
+                .collect();
+            let pre: Vec<Event> = outs.iter().map(|f| f.event().clone()).collect();
+            let remote = r.blocks.exchange().clone();
+            now.push(h.spawn(Placement::Any, &pre, move || {
+                let items: Vec<&[u8]> = (outs.iter())
+                    .map(|f| f.get().expect("a precondition").as_deref())
+                    .collect::<Result<_, _>>()
+                    .map_err(Clone::clone)?;
+                let (count, len) = (items.len(), items.iter().map(|i| i.len()).sum());
+                let channel = tactor::current_worker().unwrap_or(0);
+                remote.send(channel, dest, (stream, t), count, len, items.into_iter());
+                Ok(Vec::new())
+            }));
+        });
 }

@@ -38,7 +38,7 @@
 //! the same way; the driver then waits only behind fences made before every launch its open
 //! fragment holds (see [`behind`]).
 
-use super::edges::{crossing, stream_of, Cut, Lone, Remote, ALL_GRAPHS};
+use super::edges::{crossing, stream_of, Cut, Lone, ALL_GRAPHS};
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot};
 use super::shared::{footprint, run_inputs};
@@ -51,6 +51,7 @@ use tactor::implicit::{
     constant, read, read_write, write, ConstRef, Constant, Inputs as Reads, Program, Read,
     ReadList, ReadWrite, Region, Write,
 };
+use tactor::job::Exchange;
 use tactor::{Event, Handle, Placement, UserEvent};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -166,7 +167,7 @@ struct Ctx {
     plans: Vec<Plan>,
     error: ErrorSlot,
     /// On several ranks: the cross-rank edges, and per graph this rank's points.
-    ranks: Option<(Arc<Remote>, Vec<Cut>)>,
+    ranks: Option<(Arc<Exchange>, Vec<Cut>)>,
     /// The outputs sent alone in their message: their point's task sends them (a send
     /// launch per timestep and rank was a third of a rank's launches on a stencil).
     lone: Option<Lone>,
@@ -477,7 +478,7 @@ fn run_point(table: &Table, t: i64, _: u32, (inputs, me): (Reads<'_, Point>, &mu
         for &(_, _, dest) in lone.at(t).iter().filter(mine) {
             let channel = tactor::current_worker().unwrap_or(0);
             let out = std::iter::once(me.output());
-            remote.send(channel, dest, (gi as u32, t), (1, me.output().len()), out);
+            remote.send(channel, dest, (gi as u32, t), 1, me.output().len(), out);
         }
     }
 }
@@ -623,7 +624,7 @@ fn edges(program: &mut Program, table: &Constant<Table>, t: i64) {
                 let channel = tactor::current_worker().unwrap_or(0);
                 let len = outputs.iter().map(|o| o.output().len()).sum();
                 let data = outputs.iter().map(|o| o.output());
-                remote.send(channel, dest, (ALL_GRAPHS, t), (outputs.len(), len), data);
+                remote.send(channel, dest, (ALL_GRAPHS, t), outputs.len(), len, data);
             },
         );
     }
@@ -855,7 +856,7 @@ impl System for Implicit {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = super::edges::runtime(cfg)?;
+        let (rt, remote) = super::network::runtime(cfg)?;
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
         let (place, rank) = on_tactor::placement(cfg);
         let ranks = remote.clone().map(|r| {

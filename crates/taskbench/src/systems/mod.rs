@@ -10,6 +10,7 @@ mod forkjoin;
 mod futures;
 mod implicit;
 pub mod interface;
+mod network;
 mod on_tactor;
 mod parfor;
 mod serial;

@@ -3,7 +3,7 @@
 //! with the tasks the workers validated. (The runtime, with the network as a source of work
 //! on several ranks, is started by [`super::edges::runtime`].)
 
-use super::edges::{Cut, Remote};
+use super::edges::Cut;
 use super::interface::{RunConfig, RunError};
 use super::shared::{run_shared_task, run_task};
 use super::slots::Slots;
@@ -12,6 +12,7 @@ use crossbeam_utils::Backoff;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tactor::job::Exchange;
 use tactor::{Placement, Runtime};
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
@@ -149,12 +150,12 @@ pub struct ErrorSlot {
     failed: AtomicBool,
     /// On several ranks: told at the first failure, so that this rank stops exchanging and its
     /// pass ends (the other ranks would otherwise wait for its outputs, and it for theirs).
-    remote: Option<Arc<Remote>>,
+    remote: Option<Arc<Exchange>>,
 }
 
 impl ErrorSlot {
     /// A slot that, on several ranks, abandons the exchange at the first failure.
-    pub fn new(remote: Option<Arc<Remote>>) -> ErrorSlot {
+    pub fn new(remote: Option<Arc<Exchange>>) -> ErrorSlot {
         ErrorSlot {
             remote,
             ..ErrorSlot::default()
@@ -228,11 +229,11 @@ fn timed_on_worker(
 pub fn passes(
     rt: &Runtime,
     error: &ErrorSlot,
-    remote: Option<&Remote>,
+    remote: Option<&Exchange>,
     mut pass: impl FnMut() -> Result<(), RunError> + Send,
 ) -> Result<Pass, RunError> {
     let mut last = None;
-    let remote_failure = |r: &Remote| r.job().failed_rank().map(|rank| RunError::Remote { rank });
+    let remote_failure = |r: &Exchange| r.job().failed_rank().map(|rank| RunError::Remote { rank });
     for _pass in 0..2 {
         let before = executed(rt)?;
         if let Some(r) = remote {

@@ -2,14 +2,13 @@
 //! outputs and scratch as plain vectors, passes timed from a barrier of every worker, and on
 //! several ranks ([`Ranks`]) the outputs that cross ranks, exchanged between timesteps.
 
-use super::edges::{crossing, stream_of, Cut, Remote};
 use super::interface::{check_workers, RunConfig, RunError};
 use super::team::Pass;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+
 use std::time::Instant;
-use tactor::job::exchange::Key;
+use tactor::job::Blocks;
 use tactor::{Placement, Runtime};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -39,7 +38,10 @@ impl Buffers {
             rows: [0, 1].map(|_| vec![vec![0; g.output_bytes_per_task]; g.max_width as usize]),
             scratch: vec![new_scratch(g.scratch_bytes_per_task); g.max_width as usize],
             plan: Plan::new(g.clone()),
-            block: ranks.map_or(0..g.max_width, |r| r.cuts[gi].block()),
+            block: ranks.map_or(0..g.max_width, |r| {
+                let mine = r.blocks.mine(gi);
+                mine.start as i64..mine.end as i64
+            }),
         };
         app.graphs.iter().enumerate().map(new).collect()
     }
@@ -70,120 +72,77 @@ impl Buffers {
     }
 }
 
-/// On several ranks, this rank's part: its end of the cross-rank edges and each graph's cut.
-/// After timestep `t` it sends every output of `t` another rank reads, one message per rank
-/// with every graph's outputs in it ([`crossing`]); before `t + 1` it takes those of the
-/// other ranks.
+/// On several ranks, this rank's part: each graph's outputs an array cut in one block per
+/// rank ([`Blocks`]). After timestep `t` it sends the outputs of `t` that other ranks read,
+/// before `t + 1` it takes theirs: one message per pair of ranks for all graphs.
 pub struct Ranks {
-    pub remote: Arc<Remote>,
-    cuts: Vec<Cut>,
+    pub blocks: Blocks,
     plans: Vec<Plan>,
-    list: Mutex<Vec<(usize, u32, i64)>>,
 }
 
 impl Ranks {
     /// The points of graph `gi` at `t` that this rank computes.
     pub fn local(&self, gi: usize, t: i64) -> Range<i64> {
-        self.cuts[gi].local(&self.plans[gi], t)
+        let (mine, plan) = (self.blocks.mine(gi), &self.plans[gi]);
+        (mine.start as i64).max(plan.offset(t))
+            ..(mine.end as i64).min(plan.offset(t) + plan.width(t))
     }
 
-    /// Calls `f` with the key and the (rank, graph, point) list of every message of
-    /// timestep `t`'s outputs that this rank sends (`sends`) or receives (none before 0).
-    pub fn messages(&self, t: i64, sends: bool, mut f: impl FnMut(Key, &[(usize, u32, i64)])) {
-        if t < 0 {
-            return;
-        }
-        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-        crossing(&self.cuts, &self.plans, t, sends, &mut list);
-        for group in list.chunk_by(|a, b| a.0 == b.0) {
-            f((stream_of(group), t, group[0].0), group);
+    /// The points that read point `q` of graph `g` at `t + 1` (`readers`), or that point `q`
+    /// reads then.
+    pub fn links<'a>(&'a self, t: i64, readers: bool) -> impl Fn(usize, usize) -> Links<'a> + 'a {
+        move |g, q| {
+            let plan = &self.plans[g];
+            let list = match readers {
+                true => plan.rdeps(t + 1, q as i64),
+                false => plan.deps(t + 1, q as i64),
+            };
+            list.iter().map((|&p| p as usize) as fn(&i64) -> usize)
         }
     }
 
     /// Before timestep `t`: the outputs of `t - 1` that this rank's points read from other
     /// ranks, copied into the graphs' rows (waiting for them, the calling task suspended).
     pub fn receive(&self, t: i64, graphs: &mut [Buffers]) -> Result<(), RunError> {
-        let mut result = Ok(());
-        self.messages(t - 1, false, |key, group| {
-            let len = group
-                .iter()
-                .map(|&(_, gi, _)| graphs[gi as usize].bytes())
-                .sum();
-            let mut took = false;
-            let mut take = |m: &[u8]| {
-                let Some(mut items) = self.remote.check(key, Some(m), group.len(), len) else {
-                    return;
-                };
-                for &(_, gi, d) in group {
-                    let out = &mut graphs[gi as usize].rows[((t - 1) % 2) as usize][d as usize];
-                    let (mine, rest) = items.split_at(out.len());
-                    out.copy_from_slice(mine);
-                    items = rest;
-                }
-                took = true;
-            };
-            if result.is_ok() {
-                result = match self.remote.pull(key, &mut take) {
-                    Err(why) => Err(self.failure(why)),
-                    Ok(()) if !took => Err(self.failure(String::new())),
-                    Ok(()) => Ok(()),
-                };
-            }
-        });
-        result
+        if t == 0 {
+            return Ok(());
+        }
+        let row = ((t - 1) % 2) as usize;
+        let put = |g: usize, d: usize, bytes: &[u8]| graphs[g].rows[row][d].copy_from_slice(bytes);
+        (self.blocks.receive(t - 1, self.links(t - 1, false), put)).map_err(|why| self.failure(why))
     }
 
     /// After timestep `t`: sends the outputs of `t` that other ranks read.
     pub fn send(&self, t: i64, graphs: &[Buffers]) {
-        let channel = tactor::current_worker().unwrap_or(0);
-        self.messages(t, true, |(stream, t, dest), group| {
-            let out = |&(_, gi, q): &(usize, u32, i64)| {
-                &graphs[gi as usize].rows[(t % 2) as usize][q as usize][..]
-            };
-            let len = group.iter().map(|e| out(e).len()).sum();
-            let outputs = group.iter().map(out);
-            (self.remote).send(channel, dest, (stream, t), (group.len(), len), outputs);
-        });
+        let out = |g: usize, q: usize| &graphs[g].rows[(t % 2) as usize][q][..];
+        self.blocks.send(t, self.links(t, true), out);
     }
 
-    /// Why the exchange stopped: a protocol error of this rank's, another rank's failure, or
-    /// `why`.
+    /// Why the exchange stopped: another rank's failure, or `why`.
     pub fn failure(&self, why: String) -> RunError {
-        if let Some(e) = self.remote.take_error() {
-            return RunError::Runtime(e);
-        }
-        match self.remote.job().failed_rank() {
+        match self.blocks.exchange().job().failed_rank() {
             Some(rank) => RunError::Remote { rank },
             None => RunError::Runtime(why),
         }
     }
 }
 
-impl Buffers {
-    fn bytes(&self) -> usize {
-        self.plan.graph().output_bytes_per_task
-    }
-}
+/// The points [`Ranks::links`] gives.
+pub type Links<'a> = std::iter::Map<std::slice::Iter<'a, i64>, fn(&i64) -> usize>;
 
 /// A runtime with the run's workers (pinned if they fit the cores), and on several ranks
 /// this rank's part of the run, whose messages the workers progress.
 pub fn start(app: &App, cfg: &RunConfig) -> Result<(Runtime, Option<Ranks>), RunError> {
     check_workers(cfg)?;
-    let (rt, remote) = super::edges::runtime(cfg)?;
-    let ranks = remote.zip(cfg.job.as_ref()).map(|(remote, job)| {
-        let place = taskbench_core::app::Placement {
-            ranks: job.ranks() as i64,
-            workers: cfg.workers as i64,
-        };
+    let (rt, exchange) = super::network::runtime(cfg)?;
+    let ranks = exchange.map(|exchange| {
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
+        let arrays: Vec<(usize, usize)> = (plans.iter().map(|p| p.graph()))
+            .map(|g| (g.max_width as usize, g.output_bytes_per_task))
+            .collect();
         Ranks {
-            cuts: plans
-                .iter()
-                .map(|p| Cut::new(p, place, job.rank()))
-                .collect(),
+            blocks: Blocks::new(exchange, 0, &arrays),
             plans,
-            remote,
-            list: Mutex::default(),
         }
     });
     Ok((rt, ranks))
@@ -199,8 +158,8 @@ pub fn passes(
     let mut last = None;
     for _ in 0..2 {
         if let Some(r) = ranks {
-            (r.remote.job().barrier()).map_err(|e| r.failure(e.to_string()))?;
-            r.remote.expect(true);
+            (r.blocks.exchange().job().barrier()).map_err(|e| r.failure(e.to_string()))?;
+            r.blocks.exchange().expect(true);
             rt.wake();
         }
         let (arrived, tasks) = (AtomicUsize::new(0), AtomicU64::new(0));
@@ -226,12 +185,15 @@ pub fn passes(
         })
         .map_err(|e| RunError::Runtime(e.to_string()))?;
         if let Some(r) = ranks {
-            r.remote.expect(false);
+            r.blocks.exchange().expect(false);
             if let Err(e) = result {
                 // Nothing more is sent, and what waits here for other ranks ends.
-                r.remote.abandon();
+                r.blocks.exchange().abandon();
                 return Err(
-                    match (r.remote.take_error(), r.remote.job().failed_rank()) {
+                    match (
+                        r.blocks.exchange().take_error(),
+                        r.blocks.exchange().job().failed_rank(),
+                    ) {
                         (Some(why), _) => RunError::Runtime(why),
                         // What failed here because another rank did: that rank says why.
                         (None, Some(rank)) if !matches!(e, RunError::Validation(_)) => {
@@ -241,10 +203,10 @@ pub fn passes(
                     },
                 );
             }
-            if r.remote.pending() != 0 {
+            if r.blocks.exchange().pending() != 0 {
                 return Err(RunError::Runtime(format!(
                     "{} messages from other ranks arrived but no task used them",
-                    r.remote.pending()
+                    r.blocks.exchange().pending()
                 )));
             }
         }

@@ -24,13 +24,13 @@
 //! into the row, where the readers find them — unless one task reads the whole message:
 //! that task then waits for the event itself and reads the outputs from the message.
 
-use super::edges::Remote;
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
 use super::shared::footprint;
 use super::team::Pass;
 use smallvec::SmallVec;
 use tactor::job::exchange::Key;
+use tactor::job::Exchange;
 use tactor::{Event, Placement, Scope};
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
@@ -45,7 +45,7 @@ const CHUNK: i64 = 4;
 struct Shared<'a> {
     graphs: &'a [Graph],
     error: ErrorSlot,
-    remote: Option<&'a Remote>,
+    remote: Option<&'a Exchange>,
 }
 
 /// The events the driver still needs, per graph.
@@ -174,7 +174,7 @@ impl<'a> Shared<'a> {
         let outputs = points.iter().map(|&q| unsafe { r.read(q as usize) });
         let channel = tactor::current_worker().unwrap_or(0);
         let size = (points.len(), points.len() * bytes);
-        remote.send(channel, dest, (gi as u32, t), size, outputs);
+        remote.send(channel, dest, (gi as u32, t), size.0, size.1, outputs);
     }
 
     /// Launches the sends (of messages of several outputs; see `launch_timestep`) and the
@@ -183,7 +183,7 @@ impl<'a> Shared<'a> {
     fn launch_edges<'s>(
         &'s self,
         s: &Scope<'s>,
-        remote: &'s Remote,
+        remote: &'s Exchange,
         (gi, t): (usize, i64),
         f: &mut Frontier,
         pre: &mut Vec<Event>,
@@ -273,7 +273,7 @@ impl<'a> Shared<'a> {
     }
 
     /// Copies the outputs of message `key` into the slots of `points` (of its timestep's row).
-    fn receive(&self, remote: &Remote, gi: usize, key: (u32, i64, usize), points: &[i64]) {
+    fn receive(&self, remote: &Exchange, gi: usize, key: (u32, i64, usize), points: &[i64]) {
         let g = &self.graphs[gi];
         let row = &g.rows[(key.1 % 2) as usize];
         let bytes = g.plan.graph().output_bytes_per_task;
@@ -364,7 +364,7 @@ impl System for Tasks {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = super::edges::runtime(cfg)?;
+        let (rt, remote) = super::network::runtime(cfg)?;
         let (place, rank) = on_tactor::placement(cfg);
         let graphs: Vec<Graph> = app
             .graphs

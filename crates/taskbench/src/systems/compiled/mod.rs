@@ -19,7 +19,6 @@
 
 mod chunk;
 
-use super::edges::Remote;
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
 use super::shared::footprint;
@@ -27,6 +26,7 @@ use super::team::Pass;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::job::exchange::{Inbox, Key};
+use tactor::job::Exchange;
 use tactor::{Event, Placement, Runtime, Scope, Subgraph};
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
@@ -54,7 +54,7 @@ type Item = (usize, i64);
 struct Shared {
     graphs: Vec<Graph>,
     error: Arc<ErrorSlot>,
-    remote: Option<Arc<Remote>>,
+    remote: Option<Arc<Exchange>>,
     /// Per graph, the chain it runs in (the stream its messages travel on).
     stream: Vec<u32>,
     /// Several workers in this process: a vertex's inputs may come from another core.
@@ -123,7 +123,8 @@ impl Shared {
         });
         let channel = tactor::current_worker().unwrap_or(0);
         let stream = self.stream[points[0].0];
-        remote.send(channel, dest, (stream, t), self.size(points), outputs);
+        let (count, len) = self.size(points);
+        remote.send(channel, dest, (stream, t), count, len, outputs);
     }
 
     /// Copies the outputs of `points` at `t`, sent by rank `src` and found in slot `k` of the
@@ -271,7 +272,7 @@ impl ChainRun {
     }
 
     /// The chain's instances, not yet instantiated.
-    fn chain<'a>(&'a self, remote: Option<&'a Remote>) -> Chain<'a> {
+    fn chain<'a>(&'a self, remote: Option<&'a Exchange>) -> Chain<'a> {
         Chain {
             run: self,
             remote,
@@ -284,7 +285,7 @@ impl ChainRun {
 /// Instantiates a chain's chunks in order, each chained to the previous one.
 struct Chain<'a> {
     run: &'a ChainRun,
-    remote: Option<&'a Remote>,
+    remote: Option<&'a Exchange>,
     next: usize,
     /// What the next chunk waits for: the last one's postcondition.
     before: Event,
@@ -367,7 +368,7 @@ impl System for Compiled {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = super::edges::runtime(cfg)?;
+        let (rt, remote) = super::network::runtime(cfg)?;
         let error = Arc::new(ErrorSlot::new(remote.clone()));
         let (place, rank) = on_tactor::placement(cfg);
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();

@@ -1,0 +1,133 @@
+//! `job::Blocks` on in-process jobs: every item a rank reads from another arrives once, with
+//! its bytes, over several arrays and steps whose dependences change; blocks and owners
+//! agree; a failed rank ends a receive instead of hanging it.
+
+use tactor::job::{Blocks, Exchange, Job, FIRST_PORT};
+
+/// The items of step `t + 1` that item `i` of an array of `n` reads at that step: itself, its
+/// neighbours at a distance that changes with the step, and one far item.
+fn reads(t: i64, n: usize, i: usize) -> Vec<usize> {
+    let d = 1 + (t as usize % 3);
+    let mut r = vec![i, (i + d) % n, (i + n - d) % n, (i * 7 + t as usize) % n];
+    r.sort_unstable();
+    r.dedup();
+    r
+}
+
+/// The items that read item `i` at step `t + 1` (`reads` turned around).
+fn readers(t: i64, n: usize, i: usize) -> Vec<usize> {
+    (0..n).filter(|&j| reads(t, n, j).contains(&i)).collect()
+}
+
+/// The bytes of item `i` of array `a` at step `t`.
+fn value(t: i64, a: usize, i: usize, bytes: usize) -> Vec<u8> {
+    (0..bytes)
+        .map(|k| (t as usize * 31 + a * 7 + i * 3 + k) as u8)
+        .collect()
+}
+
+#[test]
+fn every_item_read_across_ranks_arrives_once_with_its_bytes() {
+    let arrays = [(11usize, 3usize), (5, 8), (2, 1)];
+    for ranks in [2, 3, 4] {
+        let got = Job::run_in_process(ranks, 1, move |_rt, job| {
+            let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 7, &arrays);
+            for (a, &(n, _)) in arrays.iter().enumerate() {
+                for i in 0..n {
+                    let r = blocks.owner(a, i);
+                    assert!(blocks_of(&arrays, ranks, a, r).contains(&i), "owner of {i}");
+                }
+                assert_eq!(blocks.mine(a), blocks_of(&arrays, ranks, a, job.rank()));
+            }
+            for t in 0..6 {
+                let vals: Vec<Vec<Vec<u8>>> = (arrays.iter().enumerate())
+                    .map(|(a, &(n, b))| (0..n).map(|i| value(t, a, i, b)).collect())
+                    .collect();
+                let n = |a: usize| arrays[a].0;
+                blocks.send(t, |a, i| readers(t, n(a), i), |a, i| &vals[a][i]);
+                let mut got = Vec::new();
+                blocks
+                    .receive(
+                        t,
+                        |a, i| reads(t, n(a), i),
+                        |a, i, b| got.push((a, i, b.to_vec())),
+                    )
+                    .unwrap();
+                // Exactly the items of other ranks that this rank's items read, once each.
+                let mut want = Vec::new();
+                for (a, &(n, _)) in arrays.iter().enumerate() {
+                    let mine = blocks.mine(a);
+                    let mut far: Vec<usize> = (mine.clone())
+                        .flat_map(|i| reads(t, n, i))
+                        .filter(|j| !mine.contains(j))
+                        .collect();
+                    far.sort_unstable();
+                    far.dedup();
+                    want.extend(far.into_iter().map(|j| (a, j, vals[a][j].clone())));
+                }
+                got.sort();
+                assert_eq!(got, want, "rank {} step {t}", job.rank());
+            }
+            assert_eq!(blocks.exchange().pending(), 0);
+        });
+        for (r, g) in got.into_iter().enumerate() {
+            assert!(g.is_ok(), "{ranks} ranks: rank {r} failed");
+        }
+    }
+}
+
+fn blocks_of(
+    arrays: &[(usize, usize)],
+    ranks: usize,
+    a: usize,
+    r: usize,
+) -> std::ops::Range<usize> {
+    let n = arrays[a].0;
+    r * n / ranks..(r + 1) * n / ranks
+}
+
+#[test]
+fn a_failed_rank_ends_the_receives_that_wait_for_it() {
+    let got = Job::run_in_process(2, 1, |_rt, job| {
+        let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(4, 1)]);
+        if job.rank() == 0 {
+            job.fail("gave up");
+            return Ok(());
+        }
+        blocks.receive(0, |_, i| [i.saturating_sub(1)], |_, _, _| ())
+    });
+    let why = got[1].as_ref().unwrap().as_ref().unwrap_err();
+    assert!(why.contains("rank 0"), "{why}");
+}
+
+/// Faults injected into a rank's exchange: a late message still arrives intact; a panicking
+/// send ends its rank; a corrupt one flips a byte of the first message only.
+#[test]
+fn injected_faults_act_once_on_the_message_they_are_due_for() {
+    use std::time::Duration;
+    use tactor::job::exchange::Fault;
+    let run = |fault: Fault| {
+        Job::run_in_process(2, 1, move |_rt, job| {
+            let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 2)]);
+            if job.rank() == 0 {
+                blocks.exchange().inject(fault);
+            }
+            let mut seen = Vec::new();
+            for t in 0..3 {
+                let vals = [[t as u8, 1], [t as u8, 2]];
+                blocks.send(t, |_, i| [1 - i], |_, i| &vals[i][..]);
+                let put = |_: usize, _: usize, b: &[u8]| seen.push(b.to_vec());
+                blocks.receive(t, |_, i| [1 - i], put).unwrap();
+            }
+            seen
+        })
+    };
+    let slow = run(Fault::Slow {
+        step: 1,
+        pause: Duration::from_millis(50),
+    });
+    assert_eq!(slow[1].as_ref().unwrap(), &[[0, 1], [1, 1], [2, 1]]);
+    let corrupt = run(Fault::Corrupt);
+    assert_eq!(corrupt[1].as_ref().unwrap(), &[[1, 1], [1, 1], [2, 1]]);
+    assert_eq!(corrupt[0].as_ref().unwrap(), &[[0, 2], [1, 2], [2, 2]]);
+}
