@@ -8,7 +8,12 @@ use tactor::job::{Blocks, Exchange, Job, FIRST_PORT};
 /// neighbours at a distance that changes with the step, and one far item.
 fn reads(t: i64, n: usize, i: usize) -> Vec<usize> {
     let d = 1 + (t as usize % 3);
-    let mut r = vec![i, (i + d) % n, (i + 3 * n - d) % n, (i * 7 + t as usize) % n];
+    let mut r = vec![
+        i,
+        (i + d) % n,
+        (i + 3 * n - d) % n,
+        (i * 7 + t as usize) % n,
+    ];
     r.sort_unstable();
     r.dedup();
     r

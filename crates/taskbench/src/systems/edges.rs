@@ -130,6 +130,45 @@ pub fn crossing(
     out.dedup();
 }
 
+/// [`crossing`] remembered per class of timestep: what crosses after `t` depends only on the
+/// shape of `t + 1` in every graph ([`Plan::shape_id`]: its dependences and windows, those of
+/// `t` included), and a run has few shapes — listed once each, not at every timestep by the
+/// rank's one issuing thread.
+#[derive(Default)]
+pub struct Crossings {
+    /// Per class (the shape ids of `t + 1`), what this rank sends and receives.
+    lists: std::collections::HashMap<Vec<Option<u32>>, SendsReceives>,
+    key: Vec<Option<u32>>,
+    /// Past [`CROSSING_CLASSES`] classes, the lists of the last timestep asked for.
+    last: SendsReceives,
+}
+
+/// What a rank sends after a timestep, and what it receives ([`crossing`]'s two lists).
+type SendsReceives = [Vec<(usize, u32, i64)>; 2];
+
+/// At most this many classes of timestep are remembered.
+const CROSSING_CLASSES: usize = 1024;
+
+impl Crossings {
+    /// What this rank sends after `t` and what it receives ([`crossing`]).
+    pub fn at(&mut self, cuts: &[Cut], plans: &[Plan], t: i64) -> [&[(usize, u32, i64)]; 2] {
+        self.key.clear();
+        self.key.extend(plans.iter().map(|p| p.shape_id(t + 1)));
+        if !self.lists.contains_key(self.key.as_slice()) {
+            let mut both: SendsReceives = Default::default();
+            crossing(cuts, plans, t, true, &mut both[0]);
+            crossing(cuts, plans, t, false, &mut both[1]);
+            if self.lists.len() >= CROSSING_CLASSES {
+                self.last = both;
+                return [&self.last[0], &self.last[1]];
+            }
+            self.lists.insert(self.key.clone(), both);
+        }
+        let lists = &self.lists[self.key.as_slice()];
+        [&lists[0], &lists[1]]
+    }
+}
+
 /// The stream of the message of `group` (one rank's part of [`crossing`]).
 pub fn stream_of(group: &[(usize, u32, i64)]) -> u32 {
     match group {
@@ -222,6 +261,51 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// `Crossings` gives, at every timestep, what `crossing` lists there, over graphs whose
+    /// timesteps change shape (fft, tree, random_nearest), past its class limit too.
+    #[test]
+    fn remembered_crossings_are_the_timesteps_own() {
+        let plans = [
+            plan("-steps 12 -width 8 -type fft"),
+            plan("-steps 9 -width 7 -type tree"),
+            plan("-steps 12 -width 6 -type random_nearest -radix 3"),
+        ];
+        let place = Placement {
+            ranks: 3,
+            workers: 1,
+        };
+        for rank in 0..3 {
+            let cuts: Vec<Cut> = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
+            let mut c = Crossings::default();
+            let mut want = [Vec::new(), Vec::new()];
+            for t in (0..12).chain(0..12) {
+                crossing(&cuts, &plans, t, true, &mut want[0]);
+                crossing(&cuts, &plans, t, false, &mut want[1]);
+                assert_eq!(
+                    c.at(&cuts, &plans, t),
+                    [&want[0][..], &want[1][..]],
+                    "t {t}"
+                );
+            }
+            let classes = c.lists.len();
+            c.lists.clear();
+            c.lists.extend(
+                (0..CROSSING_CLASSES)
+                    .map(|k| (vec![Some(u32::MAX - k as u32)], Default::default())),
+            );
+            for t in 0..12 {
+                crossing(&cuts, &plans, t, true, &mut want[0]);
+                crossing(&cuts, &plans, t, false, &mut want[1]);
+                assert_eq!(
+                    c.at(&cuts, &plans, t),
+                    [&want[0][..], &want[1][..]],
+                    "full, t {t}"
+                );
+            }
+            assert!(classes < 12, "{classes} classes");
         }
     }
 

@@ -38,7 +38,7 @@
 //! the same way; the driver then waits only behind fences made before every launch its open
 //! fragment holds (see [`behind`]).
 
-use super::edges::{crossing, stream_of, Cut, Lone, ALL_GRAPHS};
+use super::edges::{stream_of, Crossings, Cut, Lone, ALL_GRAPHS};
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot};
 use super::shared::{footprint, run_inputs};
@@ -490,6 +490,8 @@ struct State {
     /// `traced`: the chunks, and the trace id of each.
     chunks: Vec<(i64, i64, u64)>,
     steps: i64,
+    /// On ranks, what crosses after each class of timestep.
+    crossings: Crossings,
 }
 
 impl State {
@@ -581,6 +583,7 @@ impl State {
             program,
             chunks,
             steps,
+            crossings: Crossings::default(),
         }
     }
 
@@ -594,7 +597,7 @@ impl State {
         } else {
             p.index_launch(points, &self.table, t, project_built, run_point);
         }
-        edges(&mut self.program, &self.table, t);
+        edges(&mut self.program, &self.table, &mut self.crossings, t);
     }
 }
 
@@ -602,16 +605,15 @@ impl State {
 /// message per pair of ranks for every graph together ([`crossing`]; a message of one output
 /// is sent by its point's task, `run_point`): what they read and write is declared, and the
 /// analysis orders them.
-fn edges(program: &mut Program, table: &Constant<Table>, t: i64) {
+fn edges(program: &mut Program, table: &Constant<Table>, crossings: &mut Crossings, t: i64) {
     let ctx = &table.ctx;
     let Some((remote, cuts)) = &ctx.ranks else {
         return;
     };
     let row = (t % 2) as usize;
     let region = |gi: u32, p: i64| &table.graphs[gi as usize].regions[row][p as usize];
-    let mut list = Vec::new();
-    crossing(cuts, &ctx.plans, t, true, &mut list);
-    for group in list.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
+    let [sends, receives] = crossings.at(cuts, &ctx.plans, t);
+    for group in sends.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
         let dest = group[0].0;
         let outputs: Vec<Read<Point>> = group.iter().map(|&(_, g, q)| read(region(g, q))).collect();
         program.launch(
@@ -628,8 +630,7 @@ fn edges(program: &mut Program, table: &Constant<Table>, t: i64) {
             },
         );
     }
-    crossing(cuts, &ctx.plans, t, false, &mut list);
-    for group in list.chunk_by(|a, b| a.0 == b.0) {
+    for group in receives.chunk_by(|a, b| a.0 == b.0) {
         let key = (stream_of(group), t, group[0].0);
         let replicas: Vec<Write<Point>> =
             group.iter().map(|&(_, g, d)| write(region(g, d))).collect();
