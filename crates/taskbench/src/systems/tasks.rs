@@ -17,13 +17,15 @@
 //!
 //! On several ranks each rank launches its own points (the block distribution over ranks),
 //! and an edge between ranks is a task on each side ([`super::edges`]): after timestep `t`, a
-//! send task waits for the producers of the outputs another rank reads and sends them in one
-//! message (a message of one output is sent by its producer as it ends, with no send task:
-//! on a stencil over two ranks that is every message); on that rank a receive task waits for
-//! the message's event (and for the readers of the slots it fills) and copies the outputs
-//! into the row, where the readers find them — unless one task reads the whole message:
-//! that task then waits for the event itself and reads the outputs from the message.
+//! send task waits for the producers of the outputs another rank reads, of every graph, and
+//! sends them in one message (a message of one output is sent by its producer as it ends,
+//! with no send task: on a stencil over two ranks that is every message); on that rank a
+//! receive task waits for the message's event (and for the readers of the slots it fills)
+//! and copies the outputs into the rows, where the readers find them — unless one task reads
+//! the whole message: that task then waits for the event itself and reads the outputs from
+//! the message.
 
+use super::edges::{stream_of, Crossings, Cut, Lone, ALL_GRAPHS};
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
 use super::shared::footprint;
@@ -46,6 +48,16 @@ struct Shared<'a> {
     graphs: &'a [Graph],
     error: ErrorSlot,
     remote: Option<&'a Exchange>,
+    /// On several ranks: each graph's cut and plan (as [`super::edges::crossing`]'s lists want them), and
+    /// the outputs sent alone in their message, by their producer.
+    edges: Option<(Vec<Cut>, Vec<Plan>, Lone)>,
+}
+
+/// What the driver carries from one relaunch to the next: each graph's frontier, and what
+/// crosses ranks after each class of timestep.
+struct Driver {
+    frontiers: Vec<Frontier>,
+    crossings: Crossings,
 }
 
 /// The events the driver still needs, per graph.
@@ -100,11 +112,10 @@ impl<'a> Shared<'a> {
         let plan = &g.plan;
         let row = (t % 2) as usize;
         now.clear();
-        // (destination rank, point) of the outputs sent after this timestep.
-        let mut sends = Vec::new();
-        if self.remote.is_some() {
-            g.cut.sends(plan, t, &mut sends);
-        }
+        let lone = self
+            .edges
+            .as_ref()
+            .map_or(&[][..], |(_, _, lone)| lone.at(t));
         for p in g.cut.local(plan, t) {
             pre.clear();
             pre.extend(plan.deps(t, p).iter().map(|&d| {
@@ -116,10 +127,9 @@ impl<'a> Shared<'a> {
             // wait for the writer itself.
             guard(pre, &f.users[row][p as usize]);
             // A message of this output alone is sent by its producer as it ends: no send task.
-            let alone: SmallVec<[usize; 2]> = sends
-                .chunk_by(|a, b| a.0 == b.0)
-                .filter(|group| group.len() == 1 && group[0].1 == p)
-                .map(|group| group[0].0)
+            let alone: SmallVec<[usize; 2]> = (lone.iter())
+                .filter(|&&(g, q, _)| g as usize == gi && q == p)
+                .map(|&(_, _, dest)| dest)
                 .collect();
             let mut mine = Vec::new();
             let mut i = 0;
@@ -135,7 +145,7 @@ impl<'a> Shared<'a> {
                     false => self.run_point_taking(gi, t, p, &mine),
                 }
                 for &dest in &alone {
-                    self.send(gi, t, dest, &[p]);
+                    self.send(t, dest, &[(gi as u32, p)]);
                 }
             });
             now.push((p, e));
@@ -156,93 +166,98 @@ impl<'a> Shared<'a> {
             }
             f.last[p as usize] = Some(e);
         }
-        if let Some(remote) = self.remote {
-            self.launch_edges(s, remote, (gi, t), f, pre, &sends);
-        }
     }
 
-    /// Sends the outputs of `points` (computed at `t`, in graph `gi`) to rank `dest`.
-    fn send(&self, gi: usize, t: i64, dest: usize, points: &[i64]) {
+    /// Sends rank `dest` the outputs of `items` (graph, point), computed at `t`: one message,
+    /// on the stream [`super::edges::crossing`]'s lists give it at both ends.
+    fn send(&self, t: i64, dest: usize, items: &[(u32, i64)]) {
         let Some(remote) = self.remote else {
             return;
         };
-        let g = &self.graphs[gi];
-        let r = &g.rows[(t % 2) as usize];
-        let bytes = g.plan.graph().output_bytes_per_task;
+        let stream = match items {
+            [(gi, _)] => *gi,
+            _ => ALL_GRAPHS,
+        };
+        let row = (t % 2) as usize;
         // SAFETY: the producers of these slots ran (the caller is one, or waited for them),
         // and their next writers wait for the caller (it is one of their readers).
-        let outputs = points.iter().map(|&q| unsafe { r.read(q as usize) });
+        let outputs = (items.iter())
+            .map(|&(gi, q)| unsafe { self.graphs[gi as usize].rows[row].read(q as usize) });
+        let len = items.iter().map(|&(gi, _)| self.bytes(gi)).sum();
         let channel = tactor::current_worker().unwrap_or(0);
-        let size = (points.len(), points.len() * bytes);
-        remote.send(channel, dest, (gi as u32, t), size.0, size.1, outputs);
+        remote.send(channel, dest, (stream, t), items.len(), len, outputs);
+    }
+
+    fn bytes(&self, gi: u32) -> usize {
+        self.graphs[gi as usize].plan.graph().output_bytes_per_task
     }
 
     /// Launches the sends (of messages of several outputs; see `launch_timestep`) and the
-    /// receives of the outputs of timestep `t` of graph `gi` that cross ranks, `sends` being
-    /// what is sent.
+    /// receives of the outputs of timestep `t` that cross ranks: one message per pair of
+    /// ranks for every graph ([`super::edges::crossing`]).
     fn launch_edges<'s>(
         &'s self,
         s: &Scope<'s>,
         remote: &'s Exchange,
-        (gi, t): (usize, i64),
-        f: &mut Frontier,
+        t: i64,
+        d: &mut Driver,
         pre: &mut Vec<Event>,
-        sends: &[(usize, i64)],
     ) {
-        let g = &self.graphs[gi];
+        let Some((cuts, plans, _)) = &self.edges else {
+            return;
+        };
         let row = (t % 2) as usize;
-        let mut list = Vec::new();
-        for group in sends.chunk_by(|a, b| a.0 == b.0) {
-            if group.len() == 1 {
-                continue;
-            }
+        let f = &mut d.frontiers;
+        let [sends, receives] = d.crossings.at(cuts, plans, t);
+        for group in sends.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
             let dest = group[0].0;
-            let points: Vec<i64> = group.iter().map(|&(_, q)| q).collect();
+            let items: Vec<(u32, i64)> = group.iter().map(|&(_, gi, q)| (gi, q)).collect();
             pre.clear();
-            pre.extend(points.iter().map(|&q| {
-                f.last[q as usize]
+            pre.extend(items.iter().map(|&(gi, q)| {
+                f[gi as usize].last[q as usize]
                     .clone()
                     .expect("a sent output was computed here")
             }));
-            let e = s.launch(Placement::Any, pre, move |_| {
-                self.send(gi, t, dest, &points)
-            });
-            for &(_, q) in group {
-                f.users[row][q as usize].push(e.clone());
+            let e = s.launch(Placement::Any, pre, move |_| self.send(t, dest, &items));
+            for &(_, gi, q) in group {
+                f[gi as usize].users[row][q as usize].push(e.clone());
             }
         }
-        g.cut.receives(&g.plan, t, &mut list);
-        for group in list.chunk_by(|a, b| a.0 == b.0) {
-            let src = group[0].0;
-            let points: Vec<i64> = group.iter().map(|&(_, d)| d).collect();
-            let key = (gi as u32, t, src);
-            if let Some(reader) = sole_reader(g, t + 1, &points) {
-                // Its reader waits for the arrival and reads the message itself; the slots
-                // keep their old contents (and their users, whom later writers wait for).
-                let arrival = remote.arrival(key);
-                for &d in &points {
-                    f.last[d as usize] = Some(arrival.clone());
+        for group in receives.chunk_by(|a, b| a.0 == b.0) {
+            let key = (stream_of(group), t, group[0].0);
+            let items: Vec<(u32, i64)> = group.iter().map(|&(_, gi, d)| (gi, d)).collect();
+            let gi = items[0].0 as usize;
+            if items.iter().all(|&(g, _)| g as usize == gi) {
+                let points: Vec<i64> = items.iter().map(|&(_, d)| d).collect();
+                if let Some(reader) = sole_reader(&self.graphs[gi], t + 1, &points) {
+                    // Its reader waits for the arrival and reads the message itself; the
+                    // slots keep their old contents (and their users, whom later writers
+                    // wait for).
+                    let arrival = remote.arrival(key);
+                    for &d in &points {
+                        f[gi].last[d as usize] = Some(arrival.clone());
+                    }
+                    f[gi].inbound.push(Inbound {
+                        reader,
+                        key,
+                        points,
+                    });
+                    continue;
                 }
-                f.inbound.push(Inbound {
-                    reader,
-                    key,
-                    points,
-                });
-                continue;
             }
             pre.clear();
             pre.push(remote.arrival(key));
-            for &d in &points {
-                guard(pre, &f.users[row][d as usize]);
+            for &(gi, d) in &items {
+                guard(pre, &f[gi as usize].users[row][d as usize]);
             }
             let e = s.launch(Placement::Any, pre, move |_| {
-                self.receive(remote, gi, key, &points)
+                self.receive(remote, key, &items)
             });
-            for &(_, d) in group {
-                let users = &mut f.users[row][d as usize];
+            for (gi, d) in group.iter().map(|&(_, gi, d)| (gi as usize, d as usize)) {
+                let users = &mut f[gi].users[row][d];
                 users.clear();
                 users.push(e.clone());
-                f.last[d as usize] = Some(e.clone());
+                f[gi].last[d] = Some(e.clone());
             }
         }
     }
@@ -272,22 +287,22 @@ impl<'a> Shared<'a> {
         unsafe { g.run_point_with(t, p, &self.error, outside) }
     }
 
-    /// Copies the outputs of message `key` into the slots of `points` (of its timestep's row).
-    fn receive(&self, remote: &Exchange, gi: usize, key: (u32, i64, usize), points: &[i64]) {
-        let g = &self.graphs[gi];
-        let row = &g.rows[(key.1 % 2) as usize];
-        let bytes = g.plan.graph().output_bytes_per_task;
-        let Some(m) = remote.receive(key, points.len(), points.len() * bytes) else {
+    /// Copies the outputs of message `key` into the slots of `items` (graph, point) of its
+    /// timestep's rows.
+    fn receive(&self, remote: &Exchange, key: Key, items: &[(u32, i64)]) {
+        let row = (key.1 % 2) as usize;
+        let len = items.iter().map(|&(gi, _)| self.bytes(gi)).sum();
+        let Some(m) = remote.receive(key, items.len(), len) else {
             return;
         };
-        for (&d, o) in points
-            .iter()
-            .zip(tactor::job::Exchange::payload(&m).chunks_exact(bytes))
-        {
+        let mut data = tactor::job::Exchange::payload(&m);
+        for &(gi, d) in items {
+            let (this, rest) = data.split_at(self.bytes(gi));
             // SAFETY: this task is the slot's writer for this timestep: it waited for the
             // readers of the slot's previous contents, and the readers of what it writes wait
             // for it.
-            unsafe { row.write(d as usize) }.copy_from_slice(o);
+            unsafe { self.graphs[gi as usize].rows[row].write(d as usize) }.copy_from_slice(this);
+            data = rest;
         }
     }
 }
@@ -318,26 +333,21 @@ fn guard(pre: &mut Vec<Event>, users: &[Event]) {
 
 /// Launches timesteps `from..from + CHUNK` of every graph, then relaunches itself for the next
 /// chunk; its relaunch queues behind the tasks just launched, so launching and running overlap.
-fn drive<'s>(
-    sh: &'s Shared<'s>,
-    s: &Scope<'s>,
-    from: i64,
-    steps: i64,
-    mut frontiers: Vec<Frontier>,
-) {
+fn drive<'s>(sh: &'s Shared<'s>, s: &Scope<'s>, from: i64, steps: i64, mut d: Driver) {
     let (mut pre, mut now) = (Vec::new(), Vec::new());
     let to = (from + CHUNK).min(steps);
     for t in from..to {
-        for (gi, f) in frontiers.iter_mut().enumerate() {
+        for (gi, f) in d.frontiers.iter_mut().enumerate() {
             if t < sh.graphs[gi].plan.graph().timesteps {
                 sh.launch_timestep(s, gi, t, f, &mut pre, &mut now);
             }
         }
+        if let Some(remote) = sh.remote {
+            sh.launch_edges(s, remote, t, &mut d, &mut pre);
+        }
     }
     if to < steps && !sh.error.failed() {
-        s.launch(Placement::Any, &[], move |s| {
-            drive(sh, s, to, steps, frontiers)
-        });
+        s.launch(Placement::Any, &[], move |s| drive(sh, s, to, steps, d));
     }
 }
 
@@ -377,18 +387,26 @@ impl System for Tasks {
             .map(|g| g.plan.graph().timesteps)
             .max()
             .unwrap_or(0);
+        let edges = remote.as_ref().map(|_| {
+            let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
+            let cuts: Vec<Cut> = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
+            let lone = Lone::new(&cuts, &plans);
+            (cuts, plans, lone)
+        });
         let sh = Shared {
             graphs: &graphs,
             error: ErrorSlot::new(remote.clone()),
             remote: remote.as_deref(),
+            edges,
         };
         let sh = &sh;
         on_tactor::passes(&rt, &sh.error, remote.as_deref(), || {
-            let frontiers = graphs.iter().map(frontier).collect();
+            let d = Driver {
+                frontiers: graphs.iter().map(frontier).collect(),
+                crossings: Crossings::default(),
+            };
             rt.scope(|s| {
-                s.launch(Placement::Any, &[], move |s| {
-                    drive(sh, s, 0, steps, frontiers)
-                });
+                s.launch(Placement::Any, &[], move |s| drive(sh, s, 0, steps, d));
             })
             .map_err(|e| RunError::Runtime(e.to_string()))
         })
