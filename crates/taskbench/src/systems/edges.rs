@@ -280,8 +280,9 @@ mod tests {
         for rank in 0..3 {
             let cuts: Vec<Cut> = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
             let mut c = Crossings::default();
-            let mut want = [Vec::new(), Vec::new()];
-            for t in (0..12).chain(0..12) {
+            // What `c` gives at `t` is what `crossing` lists there.
+            let check = |c: &mut Crossings, t: i64| {
+                let mut want = [Vec::new(), Vec::new()];
                 crossing(&cuts, &plans, t, true, &mut want[0]);
                 crossing(&cuts, &plans, t, false, &mut want[1]);
                 assert_eq!(
@@ -289,22 +290,16 @@ mod tests {
                     [&want[0][..], &want[1][..]],
                     "t {t}"
                 );
-            }
+            };
+            (0..12).chain(0..12).for_each(|t| check(&mut c, t));
             let classes = c.lists.len();
+            // Past the class limit: listed afresh each time.
             c.lists.clear();
             c.lists.extend(
                 (0..CROSSING_CLASSES)
                     .map(|k| (vec![Some(u32::MAX - k as u32)], Default::default())),
             );
-            for t in 0..12 {
-                crossing(&cuts, &plans, t, true, &mut want[0]);
-                crossing(&cuts, &plans, t, false, &mut want[1]);
-                assert_eq!(
-                    c.at(&cuts, &plans, t),
-                    [&want[0][..], &want[1][..]],
-                    "full, t {t}"
-                );
-            }
+            (0..12).for_each(|t| check(&mut c, t));
             assert!(classes < 12, "{classes} classes");
         }
     }
