@@ -4,9 +4,11 @@
 //! Realm-style task API; compiled subgraphs; actors and selectors ([`actor`]); and implicit
 //! parallelism with tracing ([`implicit`]). The ranks of an MPI job are the [`job`]'s: it
 //! joins the launcher's job (checking that every rank was started alike), owns the ports,
-//! collectives and failure protocol, and serves selectors across ranks; each face's own
-//! distribution (events, subgraphs and regions across ranks) is being built on it. The first
-//! face:
+//! collectives and failure protocol, and serves selectors across ranks. On it: keyed
+//! messages that open events, subgraph inlets or pulls ([`job::Exchange`]), arrays cut in
+//! blocks over the ranks with their halo messages ([`job::Blocks`]), futures whose values
+//! cross ranks ([`job::Spmd`]) and control-replicated implicit programs
+//! ([`implicit::Replicated`]). The first face:
 //!
 //! - a [`Runtime`] owns worker threads (one per core by default, pinned), each with a
 //!   work-stealing deque; idle workers spin briefly, then park;

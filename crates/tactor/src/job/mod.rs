@@ -18,6 +18,12 @@
 //! for a port nobody took yet are kept for it ([`Job::take_parked`], or its handler once
 //! opened), never dropped.
 //!
+//! **Cross-rank data.** [`Exchange`] carries keyed messages between ranks, each the
+//! precondition of work on the rank it reaches (an event, an inlet of a subgraph instance, a
+//! task that pulls it); [`Blocks`] cuts arrays in one block per rank and moves the items that
+//! cross ranks between two steps, derived from the program's dependences; [`Spmd`] gives
+//! futures whose values travel with their trigger.
+//!
 //! **Failure.** A rank that fails calls [`Job::fail`]: it prints one line naming itself and
 //! the cause, and tells every other rank, whose next wait on the job (a collective, a
 //! progress call) then returns [`JobError::RankFailed`] so that they end too, quietly. A
