@@ -39,10 +39,12 @@ pub type Crossing = (usize, u32, usize);
 pub struct Blocks {
     exchange: Arc<Exchange>,
     stream: u32,
-    /// Items and bytes per item of each array.
-    arrays: Vec<(usize, usize)>,
+    /// Bytes per item of each array.
+    item_bytes: Vec<usize>,
+    /// Per array, where each rank's block starts, and its end (one more than ranks): owners
+    /// are found by a binary search, with no division per item and step.
+    starts: Vec<Vec<usize>>,
     rank: usize,
-    ranks: usize,
     list: Mutex<Vec<Crossing>>,
 }
 
@@ -50,13 +52,17 @@ impl Blocks {
     /// `arrays` (items, bytes per item) cut over the ranks of `exchange`'s job, whose messages
     /// go as `stream` of the exchange.
     pub fn new(exchange: Arc<Exchange>, stream: u32, arrays: &[(usize, usize)]) -> Blocks {
-        let job = exchange.job();
+        let (rank, ranks) = (exchange.job().rank(), exchange.job().ranks());
+        // 128 bits: the products overflow 64 only for absurd sizes, but never silently.
+        let first = |n: usize, r: usize| (r as u128 * n as u128 / ranks as u128) as usize;
         Blocks {
-            rank: job.rank(),
-            ranks: job.ranks(),
+            rank,
             exchange,
             stream,
-            arrays: arrays.to_vec(),
+            item_bytes: arrays.iter().map(|&(_, b)| b).collect(),
+            starts: (arrays.iter())
+                .map(|&(n, _)| (0..=ranks).map(|r| first(n, r)).collect())
+                .collect(),
             list: Mutex::default(),
         }
     }
@@ -68,29 +74,22 @@ impl Blocks {
 
     /// The items of `array` that this rank owns.
     pub fn mine(&self, array: usize) -> Range<usize> {
-        self.block(array, self.rank)
-    }
-
-    fn block(&self, array: usize, rank: usize) -> Range<usize> {
-        let n = self.arrays[array].0;
-        // 128 bits: the products overflow 64 only for absurd sizes, but never silently.
-        let first = |r: usize| (r as u128 * n as u128 / self.ranks as u128) as usize;
-        first(rank)..first(rank + 1)
+        let starts = &self.starts[array];
+        starts[self.rank]..starts[self.rank + 1]
     }
 
     /// The rank that owns `item` of `array`.
+    ///
+    /// # Panics
+    /// If `item` is not an item of `array`.
     pub fn owner(&self, array: usize, item: usize) -> usize {
-        let n = self.arrays[array].0;
-        // The last rank whose block starts at or before `item`.
-        let guess = (item as u128 * self.ranks as u128 / n.max(1) as u128) as usize;
-        let mut r = guess.min(self.ranks - 1);
-        while self.block(array, r).start > item {
-            r -= 1;
-        }
-        while self.block(array, r).end <= item {
-            r += 1;
-        }
-        r
+        let starts = &self.starts[array];
+        assert!(
+            item < starts[starts.len() - 1],
+            "no item {item} in array {array}"
+        );
+        // The last block that starts at or before `item` (blocks before it may be empty).
+        starts.partition_point(|&s| s <= item) - 1
     }
 
     /// Calls `f` with the key and list of each message of `step`'s items that this rank
@@ -109,7 +108,7 @@ impl Blocks {
     {
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         list.clear();
-        for a in 0..self.arrays.len() {
+        for a in 0..self.item_bytes.len() {
             for x in self.mine(a) {
                 for y in links(a, x) {
                     let r = self.owner(a, y);
@@ -129,7 +128,7 @@ impl Blocks {
     /// The bytes of the items of `list`.
     pub fn bytes(&self, list: &[Crossing]) -> usize {
         list.iter()
-            .map(|&(_, a, _)| self.arrays[a as usize].1)
+            .map(|&(_, a, _)| self.item_bytes[a as usize])
             .sum()
     }
 
@@ -184,7 +183,7 @@ impl Blocks {
                     return;
                 };
                 for &(_, a, y) in list {
-                    let (this, rest) = items.split_at(self.arrays[a as usize].1);
+                    let (this, rest) = items.split_at(self.item_bytes[a as usize]);
                     put(a as usize, y, this);
                     items = rest;
                 }
