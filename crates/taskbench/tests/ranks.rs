@@ -192,9 +192,10 @@ fn traced_matrix_on_two_and_three_ranks() {
     same_as_one_process("traced", 2, 1, "-steps 259 -width 4 -type stencil_1d");
 }
 
-/// Seed 004's styles exchange through one piece of code (`styles::Ranks`; `futures` wires
-/// it into its futures): the types are dealt out over the four, with `futures-barrier` (whose
-/// timesteps do not overlap) on the wide run, and `futures` runs every type once more.
+/// Seed 004's styles exchange through one piece of code (`styles::Ranks` on
+/// `tactor::job::Blocks`; `futures` wires its messages into futures): the types are dealt out
+/// over the four, with `futures-barrier` (whose timesteps do not overlap) on the wide run,
+/// and `futures` runs every type once more.
 #[test]
 fn styles_matrix_on_two_and_three_ranks() {
     matrix_of(&["forkjoin", "futures", "parfor", "futures-barrier"]);
