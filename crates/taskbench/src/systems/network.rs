@@ -53,3 +53,46 @@ pub fn runtime(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Exchange>>), RunE
         .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
     Ok((rt, remote))
 }
+
+/// Before a timed pass on ranks: every rank is there, and idle workers poll for messages
+/// (woken, for those that parked since the last pass).
+pub fn start_pass(rt: &Runtime, ex: &Exchange) -> Result<(), RunError> {
+    if let Err(e) = ex.job().barrier() {
+        let rank = ex.job().failed_rank();
+        return Err(
+            rank.map_or(RunError::Runtime(e.to_string()), |rank| RunError::Remote {
+                rank,
+            }),
+        );
+    }
+    ex.expect(true);
+    rt.wake();
+    Ok(())
+}
+
+/// After a pass on ranks that ended with `result` (this rank's validation failures in it):
+/// what went wrong first — a message that broke the protocol (what read it may have failed
+/// because of it), this rank's validation, another rank's failure (which that rank reports),
+/// this rank's other errors — or messages that arrived and were not used. A failed pass
+/// abandons the exchange: nothing more is sent, and what waits here for other ranks ends.
+pub fn end_pass(ex: &Exchange, result: Result<(), RunError>) -> Result<(), RunError> {
+    ex.expect(false);
+    if result.is_err() {
+        ex.abandon();
+    }
+    if let Some(why) = ex.take_error() {
+        return Err(RunError::Runtime(why));
+    }
+    match (result, ex.job().failed_rank()) {
+        (Err(e @ RunError::Validation(_)), _) => return Err(e),
+        (_, Some(rank)) => return Err(RunError::Remote { rank }),
+        (Err(e), None) => return Err(e),
+        (Ok(()), None) => {}
+    }
+    match ex.pending() {
+        0 => Ok(()),
+        n => Err(RunError::Runtime(format!(
+            "{n} messages from other ranks arrived but no task used them"
+        ))),
+    }
+}

@@ -233,41 +233,26 @@ pub fn passes(
     mut pass: impl FnMut() -> Result<(), RunError> + Send,
 ) -> Result<Pass, RunError> {
     let mut last = None;
-    let remote_failure = |r: &Exchange| r.job().failed_rank().map(|rank| RunError::Remote { rank });
     for _pass in 0..2 {
         let before = executed(rt)?;
         if let Some(r) = remote {
-            if r.job().barrier().is_err() {
-                return Err(remote_failure(r).expect("the barrier stops when a rank failed"));
-            }
-            r.expect(true);
-            rt.wake();
+            super::network::start_pass(rt, r)?;
         }
         let (result, elapsed) = timed_on_worker(rt, &mut pass)?;
-        if let Some(r) = remote {
-            r.expect(false);
-            // What went wrong first: a message that broke the protocol (the tasks after it
-            // may have read what it should have filled), this rank's validation, another
-            // rank.
-            if let Some(e) = r.take_error() {
-                return Err(RunError::Runtime(e));
+        match remote {
+            // On ranks this rank's validation failure comes before what the pass returned.
+            Some(r) => {
+                let result = error
+                    .take()
+                    .map_or(result, |e| Err(RunError::Validation(e)));
+                super::network::end_pass(r, result)?;
             }
-            if let Some(e) = error.take() {
-                return Err(RunError::Validation(e));
+            None => {
+                result?;
+                if let Some(e) = error.take() {
+                    return Err(RunError::Validation(e));
+                }
             }
-            if let Some(e) = remote_failure(r) {
-                return Err(e);
-            }
-        }
-        result?;
-        if let Some(e) = error.take() {
-            return Err(RunError::Validation(e));
-        }
-        if let Some(r) = remote.filter(|r| r.pending() != 0) {
-            return Err(RunError::Runtime(format!(
-                "{} messages from other ranks arrived but no task used them",
-                r.pending()
-            )));
         }
         last = Some(Pass {
             elapsed,

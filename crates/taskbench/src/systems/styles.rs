@@ -158,9 +158,7 @@ pub fn passes(
     let mut last = None;
     for _ in 0..2 {
         if let Some(r) = ranks {
-            (r.blocks.exchange().job().barrier()).map_err(|e| r.failure(e.to_string()))?;
-            r.blocks.exchange().expect(true);
-            rt.wake();
+            super::network::start_pass(rt, r.blocks.exchange())?;
         }
         let (arrived, tasks) = (AtomicUsize::new(0), AtomicU64::new(0));
         let (mut elapsed, mut result) = (None, Ok(()));
@@ -184,33 +182,10 @@ pub fn passes(
                 .for_each(|w| drop(s.launch(Placement::Worker(w), &[], move |_| here())));
         })
         .map_err(|e| RunError::Runtime(e.to_string()))?;
-        if let Some(r) = ranks {
-            r.blocks.exchange().expect(false);
-            if let Err(e) = result {
-                // Nothing more is sent, and what waits here for other ranks ends.
-                r.blocks.exchange().abandon();
-                return Err(
-                    match (
-                        r.blocks.exchange().take_error(),
-                        r.blocks.exchange().job().failed_rank(),
-                    ) {
-                        (Some(why), _) => RunError::Runtime(why),
-                        // What failed here because another rank did: that rank says why.
-                        (None, Some(rank)) if !matches!(e, RunError::Validation(_)) => {
-                            RunError::Remote { rank }
-                        }
-                        _ => e,
-                    },
-                );
-            }
-            if r.blocks.exchange().pending() != 0 {
-                return Err(RunError::Runtime(format!(
-                    "{} messages from other ranks arrived but no task used them",
-                    r.blocks.exchange().pending()
-                )));
-            }
+        match ranks {
+            Some(r) => super::network::end_pass(r.blocks.exchange(), result)?,
+            None => result?,
         }
-        result?;
         rt.scope(|s| {
             for w in 0..rt.workers() {
                 let tasks = &tasks;
