@@ -442,3 +442,27 @@ fn loom_jobs_pushed_after_a_steal_are_made_public_and_taken_once() {
         got
     });
 }
+
+/// An idle worker closing its offer while a forker hands a job over: the job is taken exactly
+/// once, by the worker as it closes (the hand-over won) or kept by the forker (the offer was
+/// closed when it looked). Never both, never neither.
+#[test]
+fn loom_a_job_handed_to_a_closing_offer_is_taken_exactly_once() {
+    use crate::runtime::offer::Offer;
+    loom::model(|| {
+        let hs: &'static [Header] = Box::leak(Box::new(headers::<1>()));
+        // SAFETY: the header is leaked (alive for ever) and never run.
+        let job = unsafe { JobRef::new((&hs[0]).into()) };
+        let offer = Arc::new(Offer::new());
+        // The worker (this thread) goes idle, then back to work, as the forker forks.
+        offer.open();
+        let theirs = offer.clone();
+        let forker = thread::spawn(move || theirs.give(job));
+        let seen = offer.has_job();
+        let took = offer.close().map(|j| j.addr());
+        let given = forker.join().unwrap();
+        assert!(!seen || took.is_some(), "a job seen waiting is taken");
+        assert_eq!(took, given.then(|| job.addr()), "given exactly when taken");
+        assert!(offer.close().is_none(), "the offer ends closed and empty");
+    });
+}

@@ -252,3 +252,48 @@ fn for_each_mut_hands_every_item_to_one_call_with_its_index() {
     let mut empty: [u8; 0] = [];
     tactor::for_each_mut(&mut empty, 1, |_, _| panic!("no items"));
 }
+
+/// Two-way splits one after another from one task, as a fork-join timestep loop makes them:
+/// the forker's deque is empty at each, so the other half goes to an idle worker's offer when
+/// one is open and onto the deque otherwise. Each half runs exactly once, sees what the forker
+/// wrote before forking, and its result comes back; a panic in a half handed over or stolen
+/// reaches the forker.
+#[test]
+fn two_way_splits_in_a_row_run_each_half_once_wherever_it_goes() {
+    let n = if cfg!(miri) { 40 } else { 20_000 };
+    for w in [2, 3] {
+        let rt = rt(w);
+        let ran: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
+        let total = rt.run(|| {
+            let mut total = 0u64;
+            let mut before = vec![0u64; 2];
+            for (i, ran) in ran.iter().enumerate() {
+                before[1] = i as u64;
+                let b = &before;
+                let (x, y) = tactor::join(
+                    || i as u64,
+                    || {
+                        ran.fetch_add(1, Relaxed);
+                        b[1] * 2
+                    },
+                );
+                total += x + y;
+            }
+            total
+        });
+        let n64 = n as u64;
+        assert_eq!(total, 3 * n64 * (n64 - 1) / 2, "{w} workers");
+        assert!(ran.iter().all(|r| r.load(Relaxed) == 1), "{w} workers");
+        let caught = rt.run(|| {
+            (0..n.min(200))
+                .filter(|&i| {
+                    catch_unwind(AssertUnwindSafe(|| {
+                        tactor::join(|| (), || assert!(i % 2 == 0, "half {i}"))
+                    }))
+                    .is_err()
+                })
+                .count()
+        });
+        assert_eq!(caught, n.min(200) / 2, "{w} workers");
+    }
+}

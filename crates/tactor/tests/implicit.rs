@@ -466,7 +466,7 @@ fn a_program_dropped_after_a_failure_keeps_its_data_for_tasks_still_running() {
 #[test]
 fn automatic_tracing_finds_repeats_falls_back_on_breaks_and_never_changes_results() {
     let rt = Runtime::builder().workers(3).pin(false).build().unwrap();
-    let (seeds, reps) = if cfg!(miri) { (1, 130) } else { (12, 400) };
+    let (seeds, reps) = if cfg!(miri) { (1, 30) } else { (12, 400) };
     let mut traced = 0;
     let mut fell_back = 0;
     for seed in 0..seeds {

@@ -6,7 +6,9 @@
 //! and rayon: an unstolen fork costs a push and a pop, with no allocation and no counted
 //! reference). Only a stolen `b` is waited for, and that wait suspends the task like
 //! [`Event::wait`](crate::Event::wait): the worker goes on with other work. Idle workers steal
-//! the oldest job, the largest part of the split.
+//! the oldest job, the largest part of the split; a join whose worker has no other job hands
+//! `b` straight to a worker that idles, if one does (a split in two across two cores then
+//! costs the line that worker watches, not a steal).
 //!
 //! Borrowing follows `std::thread::scope`: both closures may borrow from the caller, since
 //! `join` returns only after both ran; each needs `Send`, as either may run on another worker.
@@ -18,6 +20,7 @@ mod run;
 
 use crate::runtime;
 use job::StackJob;
+use runtime::job::Pushed;
 use std::ops::Range;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
@@ -56,25 +59,26 @@ where
 {
     let job_b = StackJob::new(b);
     // SAFETY: `job_b` stays in this frame, unmoved, until it has run: every path below either
-    // takes it back from the deque (then nobody else holds it) or waits for the thief, and a
-    // panic of `a` is caught so that it cannot unwind past the job.
-    let forked = runtime::job::push(unsafe { job_b.as_job() });
-    if forked.is_err() {
+    // takes it back from the deque (then nobody else holds it) or waits for the worker that
+    // took it, and a panic of `a` is caught so that it cannot unwind past the job.
+    let forked = runtime::job::fork(unsafe { job_b.as_job() });
+    let Ok(forked) = forked else {
         // Not on a worker: nothing was pushed.
         let ra = a();
         return (ra, job_b.run_inline());
-    }
+    };
     let ra = catch_unwind(AssertUnwindSafe(a));
     // Jobs pushed after `b` were taken back by the joins that pushed them; what is above `b`
     // now is `b` itself, or, if it was stolen, older jobs of enclosing joins on this worker:
-    // run those meanwhile, as rayon does.
-    let stolen = loop {
-        match runtime::job::pop() {
-            Some(j) if job_b.is(&j) => break false,
-            Some(j) => j.run(),
-            None => break true,
-        }
-    };
+    // run those meanwhile, as rayon does. A job handed to an idle worker is not on the deque.
+    let stolen = forked == Pushed::Handed
+        || loop {
+            match runtime::job::pop() {
+                Some(j) if job_b.is(&j) => break false,
+                Some(j) => j.run(),
+                None => break true,
+            }
+        };
     let rb = if stolen {
         job_b.wait()
     } else {

@@ -48,6 +48,12 @@ impl JobRef {
         JobRef(header)
     }
 
+    /// The job's header, to be handed over ([`super::offer::Offer`]).
+    #[inline]
+    pub(crate) fn as_ptr(self) -> *mut Header {
+        self.0.as_ptr()
+    }
+
     /// The job's address, to tell jobs apart.
     #[cfg(test)]
     pub(crate) fn addr(self) -> usize {
@@ -150,27 +156,43 @@ impl Owner {
     }
 
     /// Pushes `job`; hands it back when the deque is full. Returns whether jobs were made
-    /// public (thieves may want waking).
-    #[inline]
+    /// public (thieves may want waking). (The deque's tests and models push this way.)
+    #[cfg(test)]
     pub(crate) fn push(&self, job: JobRef) -> Result<bool, JobRef> {
+        self.push_or_hand(job, |_| false)
+            .map(|pushed| pushed == Pushed::Public)
+    }
+
+    /// Pushes `job`, or, when the deque is empty (no older, larger job a thief could take
+    /// instead), offers it to `hand_over` first. Hands it back when the deque is full.
+    #[inline]
+    pub(crate) fn push_or_hand(
+        &self,
+        job: JobRef,
+        hand_over: impl FnOnce(JobRef) -> bool,
+    ) -> Result<Pushed, JobRef> {
         let p = &*self.public;
         let b = self.bottom.get();
-        // `top` only grows: a stale value understates the room.
+        // `top` only grows: a stale value understates the room, and says "empty" only of a
+        // deque that was empty.
         let t = p.top.load(Ordering::Relaxed);
         if b - t >= CAPACITY {
             return Err(job);
+        }
+        if b == t && hand_over(job) {
+            return Ok(Pushed::Handed);
         }
         p.slot(b).store(job.0.as_ptr(), Ordering::Relaxed);
         self.bottom.set(b + 1);
         let s = self.split.get();
         if t < s {
-            return Ok(false);
+            return Ok(Pushed::Private);
         }
         // The thieves took every public job: make all private ones public. Release: the
         // slots and the jobs they point at are written before a thief can see them.
         self.split.set(b + 1);
         p.split.store(b + 1, Ordering::Release);
-        Ok(true)
+        Ok(Pushed::Public)
     }
 
     /// Takes the newest job, if no thief took it.
@@ -224,16 +246,30 @@ impl Owner {
     }
 }
 
-/// Pushes `job` onto the calling worker's deque; hands it back when the caller is not a worker
-/// or the deque is full (the caller then runs it itself).
+/// Where [`Owner::push_or_hand`] put a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// On the deque, private to its owner for now.
+    Private,
+    /// On the deque, with every private job made public: thieves may want waking.
+    Public,
+    /// Handed to an idle worker ([`super::offer`]): the forker waits for it, as for a stolen
+    /// job.
+    Handed,
+}
+
+/// Forks `job` from the calling worker: hands it to an idle worker when the caller's deque is
+/// empty and some worker's offer is open, else pushes it onto the caller's deque. Hands it
+/// back when the caller is not a worker or the deque is full (the caller then runs it itself).
 #[inline]
-pub(crate) fn push(job: JobRef) -> Result<(), JobRef> {
+pub(crate) fn fork(job: JobRef) -> Result<Pushed, JobRef> {
     worker::with_current(|ctx| {
         let ctx = ctx.ok_or(job)?;
-        if ctx.jobs.push(job)? {
+        let pushed = ctx.jobs.push_or_hand(job, |job| ctx.hand_over(job))?;
+        if pushed == Pushed::Public {
             ctx.shared.idle.wake_one_cheaply();
         }
-        Ok(())
+        Ok(pushed)
     })
 }
 

@@ -7,6 +7,7 @@ pub use frames::ABANDON_AFTER;
 pub(crate) mod idle;
 pub(crate) mod job;
 mod mailbox;
+pub(crate) mod offer;
 mod source;
 pub use source::Poller;
 pub(crate) mod task;
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
     stealers: Box<[Stealer<Task>]>,
     /// The other ends of the workers' fork-join job deques.
     job_stealers: Box<[Arc<job::Public>]>,
+    /// Each worker's offer to take a fork-join job directly while it idles.
+    offers: Box<[CachePadded<offer::Offer>]>,
     /// Compiled-subgraph message rings, external queues and instance ids.
     rings: Arc<mailbox::Rings>,
     idle: Idle,
@@ -221,7 +224,9 @@ impl Default for Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             pin: true,
             first_core: 0,
-            spin: Duration::from_micros(100),
+            // Under Miri every spin is interpreted (a hundred microseconds of its clock is
+            // minutes of the test suite): idle workers park at once there.
+            spin: Duration::from_micros(if cfg!(miri) { 0 } else { 100 }),
             pollers: Vec::new(),
             #[cfg(test)]
             no_stacks: false,
@@ -269,7 +274,8 @@ impl Builder {
     }
 
     /// How long an idle worker spins before it parks (default 100 µs, several wake-ups'
-    /// worth: a worker that parks sooner pays a wake-up for every short gap between tasks).
+    /// worth: a worker that parks sooner pays a wake-up for every short gap between tasks;
+    /// 0 under Miri).
     pub fn spin(mut self, spin: Duration) -> Builder {
         self.spin = spin;
         self
@@ -328,6 +334,9 @@ impl Builder {
                 .collect(),
             stealers: deques.iter().map(Worker::stealer).collect(),
             job_stealers: jobs.iter().cloned().collect(),
+            offers: (0..self.workers)
+                .map(|_| CachePadded::new(offer::Offer::new()))
+                .collect(),
             rings: Arc::new(rings),
             idle: Idle::new(self.workers),
             closed: AtomicBool::new(false),

@@ -2,6 +2,7 @@
 
 use super::frames;
 use super::job::{self, JobRef};
+use super::offer::Offer;
 use super::source::{Polled, Source};
 use super::task::{Placement, TaskNode};
 use super::Shared;
@@ -77,6 +78,19 @@ impl WorkerCtx {
             .map(Work::Task)
             .or_else(|| self.steal_job().map(Work::Job))
             .or_else(|| self.steal_task().map(Work::Task))
+    }
+
+    /// Hands `job` to another worker whose offer is open (it idles), if any.
+    #[inline]
+    pub(crate) fn hand_over(&self, job: JobRef) -> bool {
+        let offers = &self.shared.offers;
+        let n = offers.len();
+        (1..n).any(|k| offers[(self.index + k) % n].give(job))
+    }
+
+    /// This worker's own offer.
+    fn offer(&self) -> &Offer {
+        &self.shared.offers[self.index]
     }
 
     fn steal_job(&self) -> Option<JobRef> {
@@ -253,6 +267,14 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
     let mut polls = 0u32;
     let mut waiting = Waiting::default();
     loop {
+        // The offer is open only while this worker waits (below): before anything else, take
+        // back a job handed over meanwhile, and run it first.
+        if let Some(j) = ctx.offer().close() {
+            idle_since = None;
+            waiting = Waiting::default();
+            j.run();
+            continue;
+        }
         if frames::ready() {
             frames::switch();
             idle_since = None;
@@ -270,7 +292,7 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         } else if !look && ctx.sources_busy() {
             // The next vertex usually arrives as a message within a few hundred nanoseconds:
             // watch the mailboxes closely and the queues (costlier to look at) now and then.
-            waiting.spin();
+            waiting.spin(ctx.offer());
             continue;
         }
         if let Some(w) = ctx.find() {
@@ -285,13 +307,18 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         if ctx.sources_busy() || ctx.sources_expecting() {
             // An instance's next vertex arrives through its ring, or work from outside (the
             // network) through a poller, with no wake-up: keep the core, polling closely.
-            waiting.spin();
+            waiting.spin(ctx.offer());
             continue;
         }
         // Spin a bounded time before parking: a futex wake-up costs far more than a task.
         let since = *idle_since.get_or_insert_with(Instant::now);
         if since.elapsed() < shared.spin {
+            let offer = ctx.offer();
+            offer.open();
             for _ in 0..32 {
+                if offer.has_job() {
+                    break;
+                }
                 std::hint::spin_loop();
             }
             continue;
@@ -318,10 +345,12 @@ struct Waiting {
 }
 
 impl Waiting {
-    /// One more empty poll: spin, or yield once the wait has gone on.
-    fn spin(&mut self) {
+    /// One more empty poll: spin with `offer` open, or yield once the wait has gone on (the
+    /// offer left closed then: a worker that gives up its core is no place to hand a job).
+    fn spin(&mut self, offer: &Offer) {
         self.empty_polls = self.empty_polls.saturating_add(1);
         if self.empty_polls < SPINS_BEFORE_YIELD {
+            offer.open();
             std::hint::spin_loop();
         } else {
             std::thread::yield_now();
