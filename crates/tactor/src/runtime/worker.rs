@@ -335,8 +335,9 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
 /// comes within a few hundred nanoseconds, long before this; when it does not, the thread
 /// that would send it may be waiting for this core: with more threads than cores
 /// (oversubscription, or several ranks on one machine) spinning on would starve it for a
-/// whole time slice per message. On a core of its own a yield returns at once.
-const SPINS_BEFORE_YIELD: u32 = 256;
+/// whole time slice per message. On a core of its own a yield returns at once. Under Miri,
+/// which runs one thread at a time and interprets every spin, at the first empty poll.
+const SPINS_BEFORE_YIELD: u32 = if cfg!(miri) { 1 } else { 256 };
 
 /// How long a worker has been waiting for work in flight.
 #[derive(Default)]
