@@ -229,6 +229,10 @@ mod tests {
     /// `crossing` agrees at both ends of every message over several graphs, and `Lone`
     /// lists, per timestep, exactly the messages of one output.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "no unsafe code here, and hundreds of plans' lists are slow under Miri"
+    )]
     fn messages_over_all_graphs_agree_and_lone_outputs_are_listed() {
         let plans = [
             plan("-steps 6 -width 5 -type stencil_1d"),
@@ -267,6 +271,10 @@ mod tests {
     /// `Crossings` gives, at every timestep, what `crossing` lists there, over graphs whose
     /// timesteps change shape (fft, tree, random_nearest), past its class limit too.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "no unsafe code here, and hundreds of plans' lists are slow under Miri"
+    )]
     fn remembered_crossings_are_the_timesteps_own() {
         let plans = [
             plan("-steps 12 -width 8 -type fft"),
