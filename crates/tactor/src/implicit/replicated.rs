@@ -264,12 +264,9 @@ impl Replicated {
                 }),
             )
             .expect("one replicated program at a time in a process");
-        let poison = Arc::downgrade(&inbox);
-        job.on_failure(Box::new(move |rank| {
-            if let Some(inbox) = poison.upgrade() {
-                inbox.0.poison(&format!("rank {rank} failed"));
-            }
-        }));
+        job.on_failure_of(&inbox, |inbox, rank| {
+            inbox.0.poison(&format!("rank {rank} failed"))
+        });
         Replicated {
             program: Program::new(handle),
             job: job.clone(),

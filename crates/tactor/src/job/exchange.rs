@@ -7,7 +7,7 @@ use crate::{Event, Inlet, Poller, UserEvent};
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry as MapEntry;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use tactor_comm::Message;
 
 mod fault;
@@ -170,12 +170,7 @@ impl Exchange {
             }),
         )?;
         *ex.port_open.lock().unwrap_or_else(PoisonError::into_inner) = Some(open);
-        let weak: Weak<Exchange> = Arc::downgrade(&ex);
-        job.on_failure(Box::new(move |rank| {
-            if let Some(ex) = weak.upgrade() {
-                ex.poison(format!("rank {rank} failed"));
-            }
-        }));
+        job.on_failure_of(&ex, |ex, rank| ex.poison(format!("rank {rank} failed")));
         Ok(ex)
     }
 

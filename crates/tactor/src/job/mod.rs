@@ -79,6 +79,9 @@ pub const MAX_CHANNELS: usize = 4;
 /// What [`Job::on_failure`] runs: given the rank that failed.
 pub type FailureHook = Box<dyn FnOnce(usize) + Send>;
 
+/// Whether the owner of a failure hook is still alive ([`Job::on_failure_of`]).
+type Alive = Box<dyn Fn() -> bool + Send>;
+
 /// Why a job could not start or go on.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -137,8 +140,9 @@ pub struct Job {
     failed: AtomicUsize,
     /// The cause of every rank known to have failed, by rank.
     causes: Mutex<BTreeMap<usize, String>>,
-    /// What to do at the first failure of any rank ([`Job::on_failure`]).
-    hooks: Mutex<Vec<FailureHook>>,
+    /// What to do at the first failure of any rank ([`Job::on_failure`]), each with whether
+    /// it still matters (a hook of an owner that is gone does not, and is dropped).
+    hooks: Mutex<Vec<(Option<Alive>, FailureHook)>>,
     ports: Ports,
     collective: collective::State,
     /// Joined at `MPI_THREAD_SINGLE`: only the joining thread may use the job.
@@ -492,14 +496,47 @@ impl Job {
     /// assert_eq!(seen.load(Ordering::Relaxed), 0);
     /// ```
     pub fn on_failure(&self, hook: FailureHook) {
+        self.add_hook(None, hook);
+    }
+
+    /// [`Job::on_failure`] for a part of the runtime that lives shorter than the job (an
+    /// exchange, a program on ranks): `hook` runs with `owner` if it is still alive then, and
+    /// is dropped once `owner` is gone, so that opening one after another leaves no hooks
+    /// behind.
+    pub(crate) fn on_failure_of<T: Send + Sync + 'static>(
+        &self,
+        owner: &Arc<T>,
+        hook: impl FnOnce(&T, usize) + Send + 'static,
+    ) {
+        let (weak, alive) = (Arc::downgrade(owner), Arc::downgrade(owner));
+        self.add_hook(
+            Some(Box::new(move || alive.strong_count() > 0)),
+            Box::new(move |rank| {
+                if let Some(owner) = weak.upgrade() {
+                    hook(&owner, rank);
+                }
+            }),
+        );
+    }
+
+    fn add_hook(&self, alive: Option<Alive>, hook: FailureHook) {
         let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
         match self.failed_rank() {
             Some(rank) => {
                 drop(hooks);
                 hook(rank)
             }
-            None => hooks.push(hook),
+            None => {
+                hooks.retain(|(alive, _)| alive.as_ref().is_none_or(|a| a()));
+                hooks.push((alive, hook));
+            }
         }
+    }
+
+    /// Failure hooks held now (tests: those of owners that are gone are dropped).
+    #[cfg(test)]
+    pub(crate) fn hooks_held(&self) -> usize {
+        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// `Err` naming the rank once some rank failed.
@@ -557,7 +594,7 @@ impl Job {
             .is_ok();
         if first {
             let hooks = std::mem::take(&mut *self.hooks.lock().unwrap_or_else(|p| p.into_inner()));
-            for h in hooks {
+            for (_, h) in hooks {
                 h(rank);
             }
         }

@@ -95,12 +95,9 @@ impl Spmd {
                 }),
             )
             .expect("one Spmd program at a time in a job");
-        let poison = Arc::downgrade(&inbox);
-        job.on_failure(Box::new(move |rank| {
-            if let Some(inbox) = poison.upgrade() {
-                inbox.poison(&format!("rank {rank} failed"));
-            }
-        }));
+        job.on_failure_of(&inbox, |inbox, rank| {
+            inbox.poison(&format!("rank {rank} failed"))
+        });
         Spmd {
             handle: handle.clone(),
             job: job.clone(),

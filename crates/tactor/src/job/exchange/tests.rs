@@ -115,6 +115,31 @@ fn a_failed_rank_poisons_what_waits_and_what_comes_later() {
     assert!(ex[1].receive((0, 0, 0), 1, 1).is_some());
 }
 
+/// Exchanges opened and dropped one after another on one job leave no failure hooks behind,
+/// and the one open when a rank fails is still told.
+#[test]
+fn exchanges_dropped_leave_no_failure_hooks_and_the_open_one_is_told() {
+    let jobs = Job::in_process(2, 1);
+    for _ in 0..if cfg!(miri) { 8 } else { 50 } {
+        let ex = Exchange::open(&jobs[1], crate::job::FIRST_PORT).unwrap();
+        drop(ex);
+        assert!(jobs[1].hooks_held() <= 1, "{} hooks", jobs[1].hooks_held());
+    }
+    let ex = Exchange::open(&jobs[1], crate::job::FIRST_PORT).unwrap();
+    let waiting = ex.arrival((0, 1, 0));
+    jobs[0].tell_failure("broke");
+    let start = std::time::Instant::now();
+    while !waiting.has_triggered() {
+        ex.poll(0);
+        assert!(start.elapsed().as_secs() < 20, "the failure never came");
+    }
+    assert!(waiting
+        .wait()
+        .unwrap_err()
+        .to_string()
+        .contains("rank 0 failed"));
+}
+
 /// Rank 0 sends many messages while on rank 1 one thread progresses the network, one waits
 /// for half of the keys by event (registered in the opposite order) and one pulls the other
 /// half (with `pull`, or driving a `pulling` by hand): every message reaches its waiter once with its own bytes, nothing is left over, and
