@@ -101,7 +101,7 @@ impl Offer {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, AtomicUsize};
+    use std::sync::atomic::{AtomicBool, AtomicU32};
 
     static RAN: AtomicU32 = AtomicU32::new(0);
 
@@ -116,10 +116,7 @@ mod tests {
         let n = if cfg!(miri) { 200 } else { 100_000 };
         let header = Header { execute: count };
         let offer = Offer::new();
-        let (given, done) = (
-            AtomicUsize::new(0),
-            std::sync::atomic::AtomicBool::new(false),
-        );
+        let done = AtomicBool::new(false);
         RAN.store(0, Ordering::Relaxed);
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -140,7 +137,6 @@ mod tests {
                 // SAFETY: `header` outlives the scope, and `count` may run on any thread.
                 let job = unsafe { JobRef::new(NonNull::from(&header)) };
                 if offer.give(job) {
-                    given.fetch_add(1, Ordering::Relaxed);
                     while offer.has_job() {
                         std::hint::spin_loop();
                     }

@@ -57,17 +57,19 @@ pub fn runtime(cfg: &RunConfig) -> Result<(Runtime, Option<Arc<Exchange>>), RunE
 /// Before a timed pass on ranks: every rank is there, and idle workers poll for messages
 /// (woken, for those that parked since the last pass).
 pub fn start_pass(rt: &Runtime, ex: &Exchange) -> Result<(), RunError> {
-    if let Err(e) = ex.job().barrier() {
-        let rank = ex.job().failed_rank();
-        return Err(
-            rank.map_or(RunError::Runtime(e.to_string()), |rank| RunError::Remote {
-                rank,
-            }),
-        );
-    }
+    ex.job().barrier().map_err(|e| failure(ex, e.to_string()))?;
     ex.expect(true);
     rt.wake();
     Ok(())
+}
+
+/// Why waiting on the exchange stopped: another rank's failure (which that rank reports), or
+/// `why`.
+pub fn failure(ex: &Exchange, why: String) -> RunError {
+    match ex.job().failed_rank() {
+        Some(rank) => RunError::Remote { rank },
+        None => RunError::Runtime(why),
+    }
 }
 
 /// After a pass on ranks that ended with `result` (this rank's validation failures in it):

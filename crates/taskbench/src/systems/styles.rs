@@ -109,21 +109,14 @@ impl Ranks {
         }
         let row = ((t - 1) % 2) as usize;
         let put = |g: usize, d: usize, bytes: &[u8]| graphs[g].rows[row][d].copy_from_slice(bytes);
-        (self.blocks.receive(t - 1, self.links(t - 1, false), put)).map_err(|why| self.failure(why))
+        (self.blocks.receive(t - 1, self.links(t - 1, false), put))
+            .map_err(|why| super::network::failure(self.blocks.exchange(), why))
     }
 
     /// After timestep `t`: sends the outputs of `t` that other ranks read.
     pub fn send(&self, t: i64, graphs: &[Buffers]) {
         let out = |g: usize, q: usize| &graphs[g].rows[(t % 2) as usize][q][..];
         self.blocks.send(t, self.links(t, true), out);
-    }
-
-    /// Why the exchange stopped: another rank's failure, or `why`.
-    pub fn failure(&self, why: String) -> RunError {
-        match self.blocks.exchange().job().failed_rank() {
-            Some(rank) => RunError::Remote { rank },
-            None => RunError::Runtime(why),
-        }
     }
 }
 
