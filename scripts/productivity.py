@@ -9,7 +9,9 @@ the helper modules of `taskbench::systems` it reaches through `super::`/`crate::
 transitively. Not counted, as
 the reference's `core/` is not: `taskbench-core` (graphs, kernels, validation) and the harness
 every system implements (`systems/interface.rs`: the `System` trait, `RunConfig`, `RunError`,
-`check_workers`; `systems/shared.rs`: `footprint`, the task body helpers; `systems/mod.rs`, the
+`check_workers`, and `RunConfig::tactor`, the runtime a run asks for — its workers and pinning,
+on ranks the exchange on Task Bench's port — what `MPI_Init` and `mpirun`'s binding are to the
+reference; `systems/shared.rs`: `footprint`, the task body helpers; `systems/mod.rs`, the
 registry; `team::Pass`, the result type), nor the
 fault injection that tests use (`faults.rs`). The rank code is the runtime's (`tactor::job`).
 

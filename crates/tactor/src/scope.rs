@@ -154,4 +154,44 @@ impl Handle {
             },
         }
     }
+
+    /// Runs `f(w)` once on every worker `w` (a task placed on each, like rayon's
+    /// `broadcast`) and returns the results by worker, or the first failure. The tasks run
+    /// concurrently as far as the workers are free: `f` may wait for all of them to arrive
+    /// (a barrier of the workers) only when no worker is busy with a task that waits for the
+    /// caller.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    ///
+    /// let rt = tactor::Runtime::builder().workers(3).pin(false).build().unwrap();
+    /// // Every worker arrives before any leaves: the workers' barrier that timed passes use.
+    /// let arrived = AtomicUsize::new(0);
+    /// let seen = rt
+    ///     .on_each_worker(|w| {
+    ///         arrived.fetch_add(1, SeqCst);
+    ///         while arrived.load(SeqCst) < 3 {
+    ///             std::thread::yield_now();
+    ///         }
+    ///         (w, tactor::current_worker())
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(seen, [(0, Some(0)), (1, Some(1)), (2, Some(2))]);
+    /// ```
+    pub fn on_each_worker<R: Send>(
+        &self,
+        f: impl Fn(usize) -> R + Sync,
+    ) -> Result<Vec<R>, TaskFailed> {
+        let mut out: Vec<Option<R>> = (0..self.workers()).map(|_| None).collect();
+        self.scope(|s| {
+            for (w, slot) in out.iter_mut().enumerate() {
+                let f = &f;
+                s.launch(Placement::Worker(w), &[], move |_| *slot = Some(f(w)));
+            }
+        })?;
+        Ok(out
+            .into_iter()
+            .map(|r| r.expect("a scope waits for its tasks, which ran"))
+            .collect())
+    }
 }

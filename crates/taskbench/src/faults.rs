@@ -32,3 +32,22 @@ pub fn injected_fault(rank: usize) -> Option<Fault> {
         _ => None,
     }
 }
+
+/// The timestep whose message a `slow` rank holds back: the middle of a test's run, when the
+/// receiver is sure to be waiting for it.
+const SLOW_AT: i64 = 20;
+
+/// `exchange` with the fault `TASKBENCH_FAULT` asks its rank to inject into its sends, if any.
+pub fn inject(exchange: &tactor::job::Exchange) {
+    use tactor::job::exchange::Fault as WireFault;
+    if let Some(f) = injected_fault(exchange.job().rank()) {
+        exchange.inject(match f {
+            Fault::Corrupt => WireFault::Corrupt,
+            Fault::Panic => WireFault::Panic,
+            Fault::Slow => WireFault::Slow {
+                step: SLOW_AT,
+                pause: SLOW,
+            },
+        });
+    }
+}

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use tactor_comm::Message;
 
 mod fault;
+mod round;
 pub use fault::Fault;
+pub use round::RoundError;
 
 /// Which message: its stream (what the program sends in lock-step, e.g. a graph), its step,
 /// and the rank that sent it. Each key is sent once.

@@ -42,29 +42,21 @@ impl System for ForkJoin {
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
-    fn runs_on_ranks(&self) -> bool {
-        true
-    }
-
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        let (rt, ranks) = styles::start(app, cfg)?;
-        let graphs = std::sync::Mutex::new(Buffers::all(app, ranks.as_ref()));
-        let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
-        styles::passes(&rt, ranks.as_ref(), || {
+        let (rt, graphs) = styles::start(app, cfg, true)?;
+        let remote = graphs.exchange();
+        let graphs = std::sync::Mutex::new(graphs);
+        super::timing::passes(&rt, remote.as_deref(), || {
             let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
-            for t in 0..steps {
-                if let Some(r) = &ranks {
-                    r.receive(t, &mut graphs)?;
-                }
-                split(&mut graphs, &|g: &mut Buffers| {
+            for t in 0..graphs.steps() {
+                graphs.receive(t)?;
+                split(&mut graphs.graphs, &|g: &mut Buffers| {
                     let (plan, mut points, prev) = g.step(t);
                     split(&mut points, &|(p, out, scratch)| {
                         run_task(plan, t, *p, out, scratch, |d| &prev[d as usize])
                     })
                 })?;
-                if let Some(r) = &ranks {
-                    r.send(t, &graphs);
-                }
+                graphs.send(t);
             }
             Ok(())
         })

@@ -6,7 +6,7 @@
 
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{footprint, run_inputs};
-use super::styles::{self, Ranks};
+use super::styles::{self, Graphs};
 use super::team::Pass;
 use std::sync::{Arc, Mutex};
 use tactor::job::Exchange;
@@ -42,12 +42,8 @@ impl System for Futures {
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
-    fn runs_on_ranks(&self) -> bool {
-        true
-    }
-
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        let (rt, ranks) = styles::start(app, cfg)?;
+        let (rt, graphs) = styles::start(app, cfg, false)?;
         let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());
         // A task runs to its end on one worker: a scratch buffer per worker and graph.
         let scratch: Arc<Vec<Vec<Mutex<Vec<u8>>>>> = Arc::new(
@@ -59,7 +55,6 @@ impl System for Futures {
                 })
                 .collect(),
         );
-        let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
         let check = |f: &Output| match f.get() {
             Ok(out) => out
                 .as_ref()
@@ -67,14 +62,12 @@ impl System for Futures {
                 .map_err(|e| RunError::Validation(e.clone())),
             Err(e) => Err(RunError::Runtime(e.to_string())),
         };
-        styles::passes(&rt, ranks.as_ref(), || {
+        super::timing::passes(&rt, graphs.exchange().as_deref(), || {
             let h = rt.handle();
             let mut last: Vec<Vec<Output>> = plans.iter().map(|_| Vec::new()).collect();
             let mut all = std::collections::VecDeque::new();
-            for t in 0..steps {
-                if let Some(r) = &ranks {
-                    receive(&h, r, t, &plans, &mut last);
-                }
+            for t in 0..graphs.steps() {
+                receive(&h, &graphs, t, &mut last);
                 let mut now = Vec::new();
                 for (gi, plan) in plans
                     .iter()
@@ -83,12 +76,7 @@ impl System for Futures {
                 {
                     let mut next =
                         vec![Future::ready(Ok(Vec::new())); plan.graph().max_width as usize];
-                    let points = ranks
-                        .as_ref()
-                        .map_or(plan.offset(t)..plan.offset(t) + plan.width(t), |r| {
-                            r.local(gi, t)
-                        });
-                    for p in points {
+                    for p in graphs.points(gi, t) {
                         let ins: Vec<Output> = plan
                             .deps(t, p)
                             .iter()
@@ -113,9 +101,7 @@ impl System for Futures {
                     }
                     last[gi] = next;
                 }
-                if let Some(r) = &ranks {
-                    send(&h, r, t, &last, &mut now);
-                }
+                send(&h, &graphs, t, &last, &mut now);
                 if self.barrier {
                     now.iter().try_for_each(check)?;
                 }
@@ -137,56 +123,63 @@ impl System for Futures {
 
 /// The outputs of timestep `t - 1` that this rank reads from others: a future per point in
 /// `last`, set by a task that takes their message when it arrives.
-fn receive(h: &Handle, r: &Ranks, t: i64, plans: &[Plan], last: &mut [Vec<Output>]) {
-    if t == 0 {
+fn receive(h: &Handle, graphs: &Graphs, t: i64, last: &mut [Vec<Output>]) {
+    let Some((blocks, links)) = graphs.links(t - 1, false).filter(|_| t > 0) else {
         return;
-    }
-    r.blocks
-        .messages(t - 1, false, r.links(t - 1, false), |key, group| {
-            let mut promises = Vec::with_capacity(group.len());
-            for &(_, gi, d) in group {
-                let (promise, future) = Promise::new();
-                promises.push((promise, plans[gi as usize].graph().output_bytes_per_task));
-                last[gi as usize][d] = future;
+    };
+    blocks.messages(t - 1, false, links, |key, group| {
+        let mut promises = Vec::with_capacity(group.len());
+        for &(_, gi, d) in group {
+            let (promise, future) = Promise::new();
+            promises.push((
+                promise,
+                graphs.graphs[gi as usize]
+                    .plan
+                    .graph()
+                    .output_bytes_per_task,
+            ));
+            last[gi as usize][d] = future;
+        }
+        let remote = blocks.exchange().clone();
+        h.launch(Placement::Any, &[remote.arrival(key)], move || {
+            let len = promises.iter().map(|(_, len)| len).sum();
+            let Some(m) = remote.receive(key, promises.len(), len) else {
+                // Its dependents fail; the pass reports the protocol error itself.
+                return promises
+                    .into_iter()
+                    .for_each(|(p, _)| p.fail("a bad message"));
+            };
+            let mut items = Exchange::payload(&m);
+            for (promise, len) in promises {
+                let (mine, rest) = items.split_at(len);
+                promise.set(Ok(mine.to_vec()));
+                items = rest;
             }
-            let remote = r.blocks.exchange().clone();
-            h.launch(Placement::Any, &[remote.arrival(key)], move || {
-                let len = promises.iter().map(|(_, len)| len).sum();
-                let Some(m) = remote.receive(key, promises.len(), len) else {
-                    // Its dependents fail; the pass reports the protocol error itself.
-                    return promises
-                        .into_iter()
-                        .for_each(|(p, _)| p.fail("a bad message"));
-                };
-                let mut items = Exchange::payload(&m);
-                for (promise, len) in promises {
-                    let (mine, rest) = items.split_at(len);
-                    promise.set(Ok(mine.to_vec()));
-                    items = rest;
-                }
-            });
         });
+    });
 }
 
 /// Sends the outputs of timestep `t` (in `last`) that other ranks read, each message from a
 /// task that runs once its outputs are ready (added to `now`).
-fn send(h: &Handle, r: &Ranks, t: i64, last: &[Vec<Output>], now: &mut Vec<Output>) {
-    r.blocks
-        .messages(t, true, r.links(t, true), |(stream, t, dest), group| {
-            let outs: Vec<Output> = (group.iter())
-                .map(|&(_, gi, q)| last[gi as usize][q].clone())
-                .collect();
-            let pre: Vec<Event> = outs.iter().map(|f| f.event().clone()).collect();
-            let remote = r.blocks.exchange().clone();
-            now.push(h.spawn(Placement::Any, &pre, move || {
-                let items: Vec<&[u8]> = (outs.iter())
-                    .map(|f| f.get().expect("a precondition").as_deref())
-                    .collect::<Result<_, _>>()
-                    .map_err(Clone::clone)?;
-                let (count, len) = (items.len(), items.iter().map(|i| i.len()).sum());
-                let channel = tactor::current_worker().unwrap_or(0);
-                remote.send(channel, dest, (stream, t), count, len, items.into_iter());
-                Ok(Vec::new())
-            }));
-        });
+fn send(h: &Handle, graphs: &Graphs, t: i64, last: &[Vec<Output>], now: &mut Vec<Output>) {
+    let Some((blocks, readers)) = graphs.links(t, true) else {
+        return;
+    };
+    blocks.messages(t, true, readers, |(stream, t, dest), group| {
+        let outs: Vec<Output> = (group.iter())
+            .map(|&(_, gi, q)| last[gi as usize][q].clone())
+            .collect();
+        let pre: Vec<Event> = outs.iter().map(|f| f.event().clone()).collect();
+        let remote = blocks.exchange().clone();
+        now.push(h.spawn(Placement::Any, &pre, move || {
+            let items: Vec<&[u8]> = (outs.iter())
+                .map(|f| f.get().expect("a precondition").as_deref())
+                .collect::<Result<_, _>>()
+                .map_err(Clone::clone)?;
+            let (count, len) = (items.len(), items.iter().map(|i| i.len()).sum());
+            let channel = tactor::current_worker().unwrap_or(0);
+            remote.send(channel, dest, (stream, t), count, len, items.into_iter());
+            Ok(Vec::new())
+        }));
+    });
 }

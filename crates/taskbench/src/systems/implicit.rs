@@ -839,10 +839,6 @@ impl System for Implicit {
         }
     }
 
-    fn runs_on_ranks(&self) -> bool {
-        true
-    }
-
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the tasks of the timesteps in flight (up to three
         // fences of the driver, or a whole traced chunk and its recording), and the runtime.
@@ -857,7 +853,7 @@ impl System for Implicit {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = super::network::runtime(cfg)?;
+        let (rt, remote) = cfg.tactor()?;
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
         let (place, rank) = on_tactor::placement(cfg);
         let ranks = remote.clone().map(|r| {

@@ -3,7 +3,8 @@
 
 use super::team::Pass;
 use std::sync::Arc;
-use tactor::job::Job;
+use tactor::job::exchange::RoundError;
+use tactor::job::{Exchange, Job};
 use taskbench_core::app::App;
 use taskbench_core::validate::TaskError;
 
@@ -35,6 +36,41 @@ impl Default for RunConfig {
 /// Most worker threads one process may ask for: beyond this a run only oversubscribes the
 /// machine's cores, and thread start-up alone takes seconds.
 pub const MAX_WORKERS: usize = 4096;
+
+/// The port of the cross-rank messages of every system on the Tactor runtime.
+pub const PORT_EDGES: u16 = tactor::job::FIRST_PORT + 1;
+
+impl RunConfig {
+    /// The Tactor runtime this run asks for: its workers, pinned where they fit the cores
+    /// ([`first_core_here`]); on several ranks with the job's exchange on [`PORT_EDGES`]
+    /// (and the fault a test asks this rank to inject: [`crate::faults`]), whose messages the
+    /// idle workers progress. What the reference's `MPI_Init` and `mpirun`'s binding are to
+    /// its programs.
+    pub fn tactor(&self) -> Result<(tactor::Runtime, Option<Arc<Exchange>>), RunError> {
+        check_workers(self)?;
+        let runtime = |e: tactor::job::JobError| RunError::Runtime(e.to_string());
+        let remote = match &self.job {
+            Some(job) => Some(Exchange::open(job, PORT_EDGES).map_err(runtime)?),
+            None => None,
+        };
+        if let Some(ex) = &remote {
+            crate::faults::inject(ex);
+        }
+        let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
+        let first = first_core_here(self.workers, self.job.is_some(), allowed);
+        let mut b = tactor::Runtime::builder()
+            .workers(self.workers)
+            .pin(self.pin && first.is_some())
+            .first_core(first.unwrap_or(0));
+        if let Some(ex) = &remote {
+            b = b.poller(ex.clone());
+        }
+        let rt = b
+            .build()
+            .map_err(|e| RunError::Runtime(format!("starting the Tactor runtime: {e}")))?;
+        Ok((rt, remote))
+    }
+}
 
 /// The number of cores this process may use.
 pub fn default_workers() -> usize {
@@ -90,6 +126,37 @@ pub enum RunError {
     },
 }
 
+impl RunError {
+    /// Why waiting on `ex` stopped: another rank's failure (which that rank reports), or
+    /// `why`.
+    pub fn waiting(ex: &Exchange, why: String) -> RunError {
+        match ex.job().failed_rank() {
+            Some(rank) => RunError::Remote { rank },
+            None => RunError::Runtime(why),
+        }
+    }
+}
+
+/// A pass on ranks that ended badly: a message that broke the protocol first (what read it
+/// may have failed because of it), then this rank's validation, another rank's failure (which
+/// that rank reports), this rank's other errors, messages nothing used.
+impl From<RoundError<RunError>> for RunError {
+    fn from(e: RoundError<RunError>) -> RunError {
+        match e {
+            RoundError::Broken(why) => RunError::Runtime(why),
+            RoundError::Remote {
+                here: Some(e @ RunError::Validation(_)),
+                ..
+            }
+            | RoundError::Failed(e) => e,
+            RoundError::Remote { rank, .. } => RunError::Remote { rank },
+            RoundError::Unused(n) => RunError::Runtime(format!(
+                "{n} messages from other ranks arrived but no task used them"
+            )),
+        }
+    }
+}
+
 /// A runtime system under test.
 pub trait System: Send + Sync {
     /// The name given to `-system`.
@@ -104,9 +171,10 @@ pub trait System: Send + Sync {
     /// (buffers, queues, runtime), saturating. The command line refuses a run that would not
     /// fit the machine before the system allocates anything.
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128;
-    /// Whether the system runs on several ranks (under `mpirun`), with `cfg.job` set.
+    /// Whether the system runs on several ranks (under `mpirun`), with `cfg.job` set: every
+    /// system but the serial reference does.
     fn runs_on_ranks(&self) -> bool {
-        false
+        true
     }
     /// Whether, with `workers` workers on a rank, the system runs on the calling thread alone
     /// (no thread started, none besides it ever using the network): the network can then

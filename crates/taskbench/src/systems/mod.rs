@@ -10,7 +10,6 @@ mod forkjoin;
 mod futures;
 mod implicit;
 pub mod interface;
-mod network;
 mod on_tactor;
 mod parfor;
 mod serial;
@@ -19,6 +18,7 @@ pub mod slots;
 mod styles;
 mod tasks;
 pub mod team;
+mod timing;
 
 pub use bsp::Bsp;
 pub use compiled::Compiled;

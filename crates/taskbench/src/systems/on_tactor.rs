@@ -8,14 +8,12 @@ use super::interface::{RunConfig, RunError};
 use super::shared::{run_shared_task, run_task};
 use super::slots::Slots;
 use super::team::Pass;
-use crossbeam_utils::Backoff;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 use tactor::job::Exchange;
-use tactor::{Placement, Runtime};
+use tactor::Runtime;
 use taskbench_core::kernel::new_scratch;
-use taskbench_core::plan::{tasks_executed_on_this_thread, Plan};
+use taskbench_core::plan::Plan;
 use taskbench_core::validate::TaskError;
 
 /// One graph as `tasks` and `compiled` hold it: two rows of outputs and of scratch (timestep
@@ -127,21 +125,6 @@ pub fn placement(cfg: &RunConfig) -> (taskbench_core::app::Placement, usize) {
     )
 }
 
-/// Tasks validated so far on all workers of `rt` (read on each worker by a task placed there).
-pub fn executed(rt: &Runtime) -> Result<u64, RunError> {
-    let total = AtomicU64::new(0);
-    rt.scope(|s| {
-        for w in 0..rt.workers() {
-            let total = &total;
-            s.launch(Placement::Worker(w), &[], move |_| {
-                total.fetch_add(tasks_executed_on_this_thread(), Ordering::Relaxed);
-            });
-        }
-    })
-    .map_err(|e| RunError::Runtime(e.to_string()))?;
-    Ok(total.into_inner())
-}
-
 /// The first task that failed validation, kept for the report; later tasks see `failed()`
 /// and skip their work.
 #[derive(Default)]
@@ -184,80 +167,18 @@ impl ErrorSlot {
     }
 }
 
-/// Runs `pass` in a task on worker 0 and times it there, like `bsp` times its passes: from a
-/// barrier of every worker (a task on each, spinning until all arrived) to the end of `pass`,
-/// whose waits suspend the task and resume it on the worker when the pass's work is done.
-/// Timed on the thread that started the pass, the time included that thread's wake-up from
-/// a park while the workers held both cores, and the pass started with workers still parked
-/// since the last one (measured: `docs/measurements.md`, "Timing a pass on a worker").
-fn timed_on_worker(
-    rt: &Runtime,
-    pass: &mut (impl FnMut() -> Result<(), RunError> + Send),
-) -> Result<(Result<(), RunError>, Duration), RunError> {
-    let mut out = None;
-    let workers = rt.workers();
-    let arrived = AtomicUsize::new(0);
-    let all_here = || {
-        arrived.fetch_add(1, Ordering::AcqRel);
-        // Snoozing yields the core once the wait is long: a worker that has not arrived may
-        // need it (more workers than cores).
-        let backoff = Backoff::new();
-        while arrived.load(Ordering::Acquire) != workers {
-            backoff.snooze();
-        }
-    };
-    rt.scope(|s| {
-        let (out, all_here) = (&mut out, &all_here);
-        for w in 1..workers {
-            s.launch(Placement::Worker(w), &[], move |_| all_here());
-        }
-        s.launch(Placement::Worker(0), &[], move |_| {
-            all_here();
-            let start = Instant::now();
-            let result = pass();
-            *out = Some((result, start.elapsed()));
-        });
-    })
-    .map_err(|e| RunError::Runtime(format!("the pass's task failed: {e}")))?;
-    Ok(out.expect("the pass's task ran"))
-}
-
-/// A warm-up pass and a timed pass of `pass` (which returns when every task of the pass has
-/// run; it runs in a task on a worker, where its waits suspend it), with the tasks the
-/// workers validated during the timed one. On several ranks each pass starts with a barrier
-/// over ranks, and a pass that failed because another rank did says so.
+/// [`super::timing::passes`] of `pass`, whose tasks keep their first validation failure in
+/// `error`: that failure comes before what the pass returned.
 pub fn passes(
     rt: &Runtime,
     error: &ErrorSlot,
     remote: Option<&Exchange>,
     mut pass: impl FnMut() -> Result<(), RunError> + Send,
 ) -> Result<Pass, RunError> {
-    let mut last = None;
-    for _pass in 0..2 {
-        let before = executed(rt)?;
-        if let Some(r) = remote {
-            super::network::start_pass(rt, r)?;
-        }
-        let (result, elapsed) = timed_on_worker(rt, &mut pass)?;
-        match remote {
-            // On ranks this rank's validation failure comes before what the pass returned.
-            Some(r) => {
-                let result = error
-                    .take()
-                    .map_or(result, |e| Err(RunError::Validation(e)));
-                super::network::end_pass(r, result)?;
-            }
-            None => {
-                result?;
-                if let Some(e) = error.take() {
-                    return Err(RunError::Validation(e));
-                }
-            }
-        }
-        last = Some(Pass {
-            elapsed,
-            tasks: executed(rt)? - before,
-        });
-    }
-    Ok(last.expect("two passes ran"))
+    super::timing::passes(rt, remote, || {
+        let result = pass();
+        error
+            .take()
+            .map_or(result, |e| Err(RunError::Validation(e)))
+    })
 }

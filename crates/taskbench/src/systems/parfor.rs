@@ -4,7 +4,7 @@
 
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{footprint, run_task};
-use super::styles::{self, Buffers};
+use super::styles;
 use super::team::Pass;
 use std::sync::Mutex;
 use taskbench_core::app::App;
@@ -26,21 +26,16 @@ impl System for ParFor {
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
-    fn runs_on_ranks(&self) -> bool {
-        true
-    }
-
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        let (rt, ranks) = styles::start(app, cfg)?;
-        let graphs = Mutex::new(Buffers::all(app, ranks.as_ref()));
-        let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
-        styles::passes(&rt, ranks.as_ref(), || {
+        let (rt, graphs) = styles::start(app, cfg, true)?;
+        let remote = graphs.exchange();
+        let graphs = Mutex::new(graphs);
+        super::timing::passes(&rt, remote.as_deref(), || {
             let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
-            for t in 0..steps {
-                if let Some(r) = &ranks {
-                    r.receive(t, &mut graphs)?;
-                }
+            for t in 0..graphs.steps() {
+                graphs.receive(t)?;
                 let mut points: Vec<_> = graphs
+                    .graphs
                     .iter_mut()
                     .flat_map(|g| {
                         let (plan, points, prev) = g.step(t);
@@ -54,9 +49,7 @@ impl System for ParFor {
                     }
                 });
                 error.into_inner().unwrap_or_else(|p| p.into_inner())?;
-                if let Some(r) = &ranks {
-                    r.send(t, &graphs);
-                }
+                graphs.send(t);
             }
             Ok(())
         })

@@ -30,6 +30,10 @@ impl System for Serial {
         footprint::rows(app, 2, 1)
     }
 
+    fn runs_on_ranks(&self) -> bool {
+        false
+    }
+
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();

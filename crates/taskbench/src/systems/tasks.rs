@@ -360,10 +360,6 @@ impl System for Tasks {
         "Tactor's explicit task API: one launched task per point, ordered only by events"
     }
 
-    fn runs_on_ranks(&self) -> bool {
-        true
-    }
-
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the tasks of the timesteps in flight (the driver
         // launches CHUNK ahead), and the runtime.
@@ -374,7 +370,7 @@ impl System for Tasks {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = super::network::runtime(cfg)?;
+        let (rt, remote) = cfg.tactor()?;
         let (place, rank) = on_tactor::placement(cfg);
         let graphs: Vec<Graph> = app
             .graphs

@@ -139,10 +139,6 @@ impl System for Bsp {
             .saturating_add(taskbench_core::memory::mul(cfg.workers, 64 * 1024u32))
     }
 
-    fn runs_on_ranks(&self) -> bool {
-        true
-    }
-
     /// Worker 0 is the calling thread; with one worker no other is started.
     fn one_thread_on_ranks(&self, workers: usize) -> bool {
         workers == 1

@@ -345,10 +345,6 @@ impl System for Compiled {
         "Tactor compiled subgraphs: the graph's repeating body compiled into per-worker actors, instances chained"
     }
 
-    fn runs_on_ranks(&self) -> bool {
-        true
-    }
-
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
         // Two rows of outputs and scratch, the compiled chunks (graphs whose shape keeps
         // changing are compiled whole) with a few instances in flight, and the runtime.
@@ -368,7 +364,7 @@ impl System for Compiled {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         check_workers(cfg)?;
-        let (rt, remote) = super::network::runtime(cfg)?;
+        let (rt, remote) = cfg.tactor()?;
         let error = Arc::new(ErrorSlot::new(remote.clone()));
         let (place, rank) = on_tactor::placement(cfg);
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();

@@ -1,0 +1,79 @@
+//! Timing the passes of a system on the Tactor runtime: each from a barrier of every worker
+//! (and on several ranks, of every rank) to the end of the work, on worker 0, with the tasks
+//! the workers validated.
+
+use super::interface::RunError;
+use super::team::Pass;
+use crossbeam_utils::Backoff;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tactor::job::Exchange;
+use tactor::Runtime;
+use taskbench_core::plan::tasks_executed_on_this_thread;
+
+/// A warm-up pass and a timed pass of `pass` (which returns when every task of the pass has
+/// run; it runs in a task on a worker, where its waits suspend it), with the tasks the
+/// workers validated during the timed one. On several ranks (`remote`) each pass is a round
+/// of the exchange: it starts with a barrier over ranks, and one that failed because another
+/// rank did says so.
+pub fn passes(
+    rt: &Runtime,
+    remote: Option<&Exchange>,
+    pass: impl FnMut() -> Result<(), RunError> + Send,
+) -> Result<Pass, RunError> {
+    let pass = Mutex::new(pass);
+    let mut last = None;
+    for _pass in 0..2 {
+        let before = executed(rt)?;
+        let timed = || timed_on_worker(rt, &pass);
+        let elapsed = match remote {
+            Some(ex) => ex.round(rt, timed)?,
+            None => timed()?,
+        };
+        last = Some(Pass {
+            elapsed,
+            tasks: executed(rt)?.wrapping_sub(before),
+        });
+    }
+    Ok(last.expect("two passes ran"))
+}
+
+/// Tasks validated so far on all workers of `rt`.
+fn executed(rt: &Runtime) -> Result<u64, RunError> {
+    let counts = rt.on_each_worker(|_| tasks_executed_on_this_thread());
+    Ok(counts
+        .map_err(|e| RunError::Runtime(e.to_string()))?
+        .iter()
+        .sum())
+}
+
+/// Runs `pass` in a task on worker 0 and times it there, from a barrier of every worker (a
+/// task on each, spinning until all arrived) to the end of `pass`, whose waits suspend the
+/// task and resume it on the worker when the pass's work is done. Timed on the thread that
+/// started the pass, the time included that thread's wake-up from a park while the workers
+/// held both cores, and the pass started with workers still parked since the last one
+/// (measured: `docs/measurements.md`, "Timing a pass on a worker").
+fn timed_on_worker(
+    rt: &Runtime,
+    pass: &Mutex<impl FnMut() -> Result<(), RunError> + Send>,
+) -> Result<Duration, RunError> {
+    let arrived = AtomicUsize::new(0);
+    let mut out = rt
+        .on_each_worker(|w| {
+            arrived.fetch_add(1, Ordering::AcqRel);
+            // Snoozing yields the core once the wait is long: a worker that has not arrived
+            // may need it (more workers than cores).
+            let backoff = Backoff::new();
+            while arrived.load(Ordering::Acquire) != rt.workers() {
+                backoff.snooze();
+            }
+            (w == 0).then(|| {
+                let start = Instant::now();
+                let result = (pass.lock().unwrap_or_else(|p| p.into_inner()))();
+                result.map(|()| start.elapsed())
+            })
+        })
+        .map_err(|e| RunError::Runtime(format!("the pass's task failed: {e}")))?;
+    out.swap_remove(0).expect("worker 0 ran the pass")
+}
