@@ -215,6 +215,27 @@ fn scope_tasks_borrow_and_report_the_first_failure() {
 }
 
 #[test]
+fn on_each_worker_runs_once_per_worker_and_reports_a_panic() {
+    let rt = rt(3);
+    // Called from inside a task too: the calling task waits suspended, so its worker is
+    // free to run its own share.
+    let from_task = rt.handle();
+    let got = rt
+        .spawn(Placement::Worker(1), &[], move || {
+            from_task.on_each_worker(|w| (w, tactor::current_worker()))
+        })
+        .get()
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_eq!(got, [(0, Some(0)), (1, Some(1)), (2, Some(2))]);
+    let err = rt
+        .on_each_worker(|w| assert_ne!(w, 2, "worker two refuses"))
+        .unwrap_err();
+    assert!(err.to_string().contains("worker two refuses"), "{err}");
+}
+
+#[test]
 fn dropping_the_runtime_cancels_queued_work_and_poisons_it() {
     let rt = rt(1);
     let gate = UserEvent::new();

@@ -208,3 +208,55 @@ fn racing_messages_waiters_and_pullers_lose_nothing() {
     assert_eq!(ex[1].pending(), 0);
     assert!(ex[1].take_error().is_none());
 }
+
+#[test]
+fn a_round_names_messages_left_unused_and_a_broken_protocol() {
+    let got = Job::run_in_process(2, 1, |rt, job| {
+        let ex = Exchange::open(job, crate::job::FIRST_PORT).unwrap();
+        let me = job.rank();
+        // Rank 1 sees rank 0's message arrive and leaves it there.
+        let unused = ex.round(rt, || {
+            match me {
+                0 => ex.send_buffer(0, 1, (0, 0), 1, &[1]),
+                _ => ex.arrival((0, 0, 0)).wait().map_err(|e| e.to_string())?,
+            }
+            Ok::<(), String>(())
+        });
+        // Rank 1 expects 3 items where rank 0 sent 2: the protocol broke on rank 1, which
+        // the round names before the body's own failure.
+        let broken = ex.round(rt, || {
+            if me == 0 {
+                ex.send_buffer(0, 1, (0, 5), 2, &[1, 2]);
+                return Ok(());
+            }
+            ex.arrival((0, 5, 0)).wait().map_err(|e| e.to_string())?;
+            match ex.receive((0, 5, 0), 3, 3) {
+                Some(_) => Ok(()),
+                None => Err("a bad message".to_string()),
+            }
+        });
+        (unused, broken)
+    });
+    let (unused, broken) = got[0].as_ref().unwrap();
+    assert_eq!((unused, broken), (&Ok(()), &Ok(())));
+    let (unused, broken) = got[1].as_ref().unwrap();
+    assert_eq!(unused, &Err(RoundError::Unused(1)));
+    match broken {
+        Err(RoundError::Broken(why)) => assert!(why.contains("expected 3 items"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_round_that_fails_here_abandons_the_exchange() {
+    let (jobs, ex) = pair();
+    let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+    std::thread::scope(|s| {
+        // The other rank only joins the round's barrier.
+        s.spawn(|| jobs[0].barrier().unwrap());
+        let r = ex[1].round(&rt, || Err::<(), _>("bad input"));
+        assert_eq!(r, Err(RoundError::Failed("bad input")));
+    });
+    // Abandoned: what waits for a message ends at once.
+    assert!(ex[1].pull((0, 1, 0), &mut |_| {}).is_err());
+}
