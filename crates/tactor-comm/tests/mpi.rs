@@ -119,6 +119,21 @@ fn a_burst_larger_than_the_node_ring_keeps_its_order() {
     );
 }
 
+/// Payloads above the inline limit take a node-local ring only when it has room at once:
+/// a flood of them many times what the ring holds goes partly by MPI, and all arrive.
+#[test]
+fn a_flood_of_large_messages_arrives_whole_through_ring_and_mpi() {
+    under_mpirun(
+        "a_flood_of_large_messages_arrives_whole_through_ring_and_mpi",
+        2,
+        || {
+            let net = MpiTransport::init(1).unwrap();
+            common::large_flood(&net, 400, 16 * 1024);
+            common::large_flood(&net, 50, 40 * 1024);
+        },
+    );
+}
+
 #[test]
 fn a_bad_shared_memory_setting_is_refused_by_name() {
     under_mpirun_with(

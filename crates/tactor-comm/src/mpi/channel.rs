@@ -165,7 +165,8 @@ impl Channel {
     }
 
     /// Starts sending the `len` bytes of `parts` to `dest`'s `port`: straight into `dest`'s
-    /// ring when it is on this node and the message fits inline, else as [`Channel::send`]
+    /// ring when it is on this node and the message is inline (or larger, and the ring takes it
+    /// at once), else as [`Channel::send`]
     /// sends them gathered in one buffer.
     pub fn send_parts(
         &self,
@@ -175,19 +176,21 @@ impl Channel {
         parts: &mut dyn Iterator<Item = &[u8]>,
         token: Option<u64>,
     ) -> Result<(), CommError> {
-        if len <= INLINE_LIMIT {
-            if let Some(lane) = &self.lane {
-                if let Some(to) = lane.local(dest) {
-                    lane.send_parts(to, port, len, parts, token, &self.cq);
-                    return Ok(());
-                }
+        if let Some((lane, to)) = self.lane.as_ref().and_then(|l| Some((l, l.local(dest)?))) {
+            if len <= INLINE_LIMIT {
+                lane.send_parts(to, port, len, parts, token, &self.cq);
+                return Ok(());
+            }
+            if lane.try_send_parts(to, port, len, parts, token, &self.cq) {
+                return Ok(());
             }
         }
         self.send(dest, port, gather(len, parts), token)
     }
 
-    /// Starts sending `data` to `dest`'s `port`: one message when it fits inline, else a header
-    /// and then the payload as its own transfer.
+    /// Starts sending `data` to `dest`'s `port`: into `dest`'s ring when it is on this node
+    /// and the message is inline (or larger, and the ring takes it at once), else one message when it fits inline, else a header and
+    /// then the payload as its own transfer.
     pub fn send(
         &self,
         dest: usize,
@@ -196,13 +199,24 @@ impl Channel {
         token: Option<u64>,
     ) -> Result<(), CommError> {
         let len = u32::try_from(data.len()).map_err(|_| CommError::TooLarge(data.len()))?;
-        if data.len() <= INLINE_LIMIT {
-            if let Some(lane) = &self.lane {
-                if let Some(to) = lane.local(dest) {
-                    lane.send(to, port, data, token, &self.cq);
-                    return Ok(());
-                }
+        if let Some((lane, to)) = self.lane.as_ref().and_then(|l| Some((l, l.local(dest)?))) {
+            if data.len() <= INLINE_LIMIT {
+                lane.send(to, port, data, token, &self.cq);
+                return Ok(());
             }
+            let len = data.len();
+            if lane.try_send_parts(
+                to,
+                port,
+                len,
+                &mut std::iter::once(&data[..]),
+                token,
+                &self.cq,
+            ) {
+                return Ok(());
+            }
+        }
+        if data.len() <= INLINE_LIMIT {
             let header = Header {
                 port,
                 len,

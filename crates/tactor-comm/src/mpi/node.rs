@@ -9,9 +9,11 @@
 //! every message takes MPI's path.
 //!
 //! Each rank's part of the window holds, per channel, one ring per rank of its node (itself
-//! included): the rings it receives from, in its own memory. Sends to a rank off the node and
-//! payloads above [`INLINE_LIMIT`] keep the MPI path; inline messages to a rank on the node all
-//! take its ring, so they stay in order (a ring that is full queues the rest behind it).
+//! included): the rings it receives from, in its own memory. Sends to a rank off the node keep
+//! the MPI path; inline messages to a rank on the node all take its ring, so they stay in
+//! order (a ring that is full queues the rest behind it). Larger payloads, up to a ring's
+//! limit (32 KiB less a record header; only [`INLINE_LIMIT`] on nodes of many ranks), take
+//! it when it has room for them at once, else MPI's rendezvous.
 
 use super::channel::check;
 use crate::ring::{self, Consumer, Probe, Producer};
@@ -27,11 +29,20 @@ use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use try_lock::TryLock;
 
-/// Bytes of one ring's data: room for 4 full inline messages (`ring::max_payload`), and small
-/// enough that a stream of small messages cycles through lines that stay in cache.
-const CAPACITY: usize = 64 * 1024;
-const _: () = assert!(ring::max_payload(CAPACITY) >= INLINE_LIMIT);
-const REGION: usize = ring::region_bytes(CAPACITY);
+/// Bytes of one ring's data on a node of up to [`LARGE_RINGS_UP_TO`] ranks: room for 4
+/// messages of 32 KiB less a record header (`ring::max_payload`), so that payloads up to that
+/// take the ring instead of MPI's rendezvous (a 16 KiB message: 13.7 µs a hop through MPI
+/// against 10.9 for raw MPI's own; `docs/measurements.md`, "Payloads above the inline limit
+/// on a node"), and small enough that a stream of small messages cycles through lines that
+/// stay in cache.
+const CAPACITY: usize = 128 * 1024;
+/// On larger nodes: room for 4 full inline messages. The rings of every pair of ranks and
+/// channel take `channels × ranks² × capacity` bytes of the node: 2 GiB for 128 ranks at
+/// the larger capacity.
+const SMALL_CAPACITY: usize = 64 * 1024;
+const _: () = assert!(ring::max_payload(SMALL_CAPACITY) >= INLINE_LIMIT);
+/// The most ranks on one node whose rings get [`CAPACITY`].
+const LARGE_RINGS_UP_TO: usize = 32;
 /// Messages taken from one ring per progress call, so a flooding sender cannot keep a
 /// receiver's progress call from returning.
 const BATCH: usize = 64;
@@ -68,6 +79,8 @@ pub(super) struct Node {
     /// The world rank of each node index.
     world: Vec<usize>,
     me: usize,
+    /// Bytes of each ring's data.
+    capacity: usize,
     _comm: SimpleCommunicator,
 }
 
@@ -90,7 +103,12 @@ impl Node {
         for (i, &r) in ranks.iter().enumerate() {
             index[r as usize] = Some(i);
         }
-        let bytes = channels * size * REGION + 64;
+        let capacity = if size <= LARGE_RINGS_UP_TO {
+            CAPACITY
+        } else {
+            SMALL_CAPACITY
+        };
+        let bytes = channels * size * ring::region_bytes(capacity) + 64;
         // SAFETY: constants initialised by the MPI library at load time.
         let (mut win, info) = unsafe { (ffi::RSMPI_WIN_NULL, ffi::RSMPI_INFO_NULL) };
         let mut base: *mut u8 = std::ptr::null_mut();
@@ -146,6 +164,7 @@ impl Node {
             index,
             world: ranks.iter().map(|&r| r as usize).collect(),
             me,
+            capacity,
             _comm: comm,
         }
     }
@@ -155,7 +174,7 @@ impl Node {
         let n = self.parts.len();
         // SAFETY: inside part `to`, which holds `channels × n` regions (the caller's channel
         // is one of this node's).
-        unsafe { self.parts[to].add((channel * n + from) * REGION) }
+        unsafe { self.parts[to].add((channel * n + from) * ring::region_bytes(self.capacity)) }
     }
 
     /// The two ends of channel `channel`'s rings that this rank uses.
@@ -165,13 +184,14 @@ impl Node {
         // its channels first); this rank is the only producer of the rings it writes (its own
         // index in every part) and the only consumer of those in its own part.
         let out = (0..n)
-            .map(|q| unsafe { Producer::new(self.ring(channel, q, self.me), CAPACITY) })
+            .map(|q| unsafe { Producer::new(self.ring(channel, q, self.me), self.capacity) })
             .collect();
         // SAFETY: as above.
         let inc: Vec<Consumer> = (0..n)
-            .map(|s| unsafe { Consumer::new(self.ring(channel, self.me, s), CAPACITY) })
+            .map(|s| unsafe { Consumer::new(self.ring(channel, self.me, s), self.capacity) })
             .collect();
         Lane {
+            limit: ring::max_payload(self.capacity),
             whole_job: self.index.iter().all(Option::is_some),
             index: self.index.clone(),
             world: self.world.clone(),
@@ -228,6 +248,8 @@ struct Out {
 /// drop), as a poisoned mutex taken anyway did: the rings stay consistent through one (see
 /// `ring`).
 pub(super) struct Lane {
+    /// The largest payload the rings take.
+    limit: usize,
     /// Every rank of the job is on this node: MPI carries only payloads above the inline
     /// limit, so the channel need not look at it at every progress call.
     whole_job: bool,
@@ -252,6 +274,37 @@ impl Lane {
     #[inline]
     pub(super) fn local(&self, rank: usize) -> Option<usize> {
         self.index.get(rank).copied().flatten()
+    }
+
+    /// Sends a message of `len` bytes (above the inline limit, at most the rings' limit)
+    /// made of `parts` to node rank `to` if its ring takes it now, with nothing queued before
+    /// it; `false` (nothing sent, `parts` untouched) otherwise. Such messages may overtake
+    /// others, so the caller sends it by MPI instead: queued behind a full ring, a flood of
+    /// them would cross one ring-full at a time (measured: 16 KiB messages at 0.34× raw
+    /// MPI's rate), where MPI's rendezvous pipelines them.
+    pub(super) fn try_send_parts(
+        &self,
+        to: usize,
+        port: u16,
+        len: usize,
+        parts: &mut dyn Iterator<Item = &[u8]>,
+        token: Option<u64>,
+        cq: &CompletionQueue,
+    ) -> bool {
+        if len > self.limit {
+            return false;
+        }
+        let Some(mut out) = self.out.try_lock() else {
+            return false;
+        };
+        self.write_queued(&mut out, cq);
+        if !out.pending[to].is_empty() || !out.rings[to].push_parts(port, len, parts) {
+            return false;
+        }
+        if let Some(token) = token {
+            cq.push(Completion::Sent { token });
+        }
+        true
     }
 
     /// Offers the oldest message from world rank `source` in its ring to `want`, in place
