@@ -270,6 +270,35 @@ const RANK_SYSTEMS: [&str; 8] = [
     "bsp", "tasks", "compiled", "implicit", "traced", "auto", "forkjoin", "futures",
 ];
 
+/// Ranks that cannot share memory, as on two hosts: no node-local rings
+/// (`TACTOR_COMM_SHM=0`) and Open MPI's TCP transport only. Every system with exchange code
+/// of its own validates every dependency on 2 ranks × 2 workers, with inline and rendezvous
+/// messages (outputs of 40 and 20 000 bytes), and reports the one-process totals.
+#[test]
+fn every_system_validates_over_tcp_without_shared_memory() {
+    let graphs = "-steps 12 -width 5 -type nearest -radix 3 -output 40 \
+                  -and -steps 6 -width 4 -type all_to_all -output 20000";
+    for system in RANK_SYSTEMS {
+        let args = format!("{graphs} -system {system} -worker 2");
+        let mut c = Mpirun::new().unwrap();
+        c.args(["-np", "2", "--mca", "btl", "self,tcp"]);
+        c.env("TACTOR_COMM_SHM", "0").args(["-x", "TACTOR_COMM_SHM"]);
+        c.arg(env!("CARGO_BIN_EXE_taskbench"));
+        let o = c.args(args.split_whitespace()).output().unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args}\n{out}\n{err}");
+        let one = Command::new(env!("CARGO_BIN_EXE_taskbench"))
+            .args(args.split_whitespace())
+            .output()
+            .unwrap();
+        let (one, _) = text(&one);
+        for key in ["Total Tasks", "Total Dependencies", "Total Bytes"] {
+            assert_eq!(number(&out, key), number(&one, key), "{key}: {args}");
+        }
+        assert!(number(&out, "Nonlocal Dependencies") > 0, "{out}");
+    }
+}
+
 fn fault(system: &str, kind: &str, victim: usize) -> String {
     let o = run(
         2,
