@@ -66,7 +66,11 @@ fn large_messages_arrive_on_channels_progressed_in_turn() {
 fn a_flood_of_large_messages_arrives_whole() {
     let world = Loopback::world(2, 1);
     // Miri interprets every byte: a short flood of small "large" messages there.
-    let (count, len) = if cfg!(miri) { (6, 100) } else { (200, 16 * 1024) };
+    let (count, len) = if cfg!(miri) {
+        (6, 100)
+    } else {
+        (200, 16 * 1024)
+    };
     std::thread::scope(|s| {
         for r in &world {
             s.spawn(move || common::large_flood(r, count, len));

@@ -282,7 +282,8 @@ fn every_system_validates_over_tcp_without_shared_memory() {
         let args = format!("{graphs} -system {system} -worker 2");
         let mut c = Mpirun::new().unwrap();
         c.args(["-np", "2", "--mca", "btl", "self,tcp"]);
-        c.env("TACTOR_COMM_SHM", "0").args(["-x", "TACTOR_COMM_SHM"]);
+        c.env("TACTOR_COMM_SHM", "0")
+            .args(["-x", "TACTOR_COMM_SHM"]);
         c.arg(env!("CARGO_BIN_EXE_taskbench"));
         let o = c.args(args.split_whitespace()).output().unwrap();
         let (out, err) = text(&o);

@@ -1,7 +1,7 @@
 //! What the systems built on Tactor's events and subgraphs (`tasks`, `compiled`, `implicit`)
-//! share: each graph's rows and cut, keeping the first validation failure, and timing passes
-//! with the tasks the workers validated. (The runtime, with the network as a source of work
-//! on several ranks, is started by [`super::edges::runtime`].)
+//! share: each graph's rows and cut, and keeping the first validation failure, which comes
+//! before what a pass returned ([`passes`]). (The runtime, with the network as a source of
+//! work on several ranks, is started by [`RunConfig::tactor`](super::RunConfig::tactor).)
 
 use super::edges::Cut;
 use super::interface::{RunConfig, RunError};

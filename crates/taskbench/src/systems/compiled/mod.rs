@@ -13,7 +13,7 @@
 //!
 //! Buffers are the two output rows (and scratch rows) of `bsp` and `tasks`, per graph.
 //!
-//! On several ranks each rank compiles only its own points ([`Cut`]); an edge that crosses
+//! On several ranks each rank compiles only its own points ([`Cut`](super::edges::Cut)); an edge that crosses
 //! ranks becomes an external condition carried by one message per (chain, timestep, pair of
 //! ranks) — seed 000, Figure 9 — with every graph of the chain in it ([`chunk`]).
 
