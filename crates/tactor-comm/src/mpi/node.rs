@@ -276,12 +276,12 @@ impl Lane {
         self.index.get(rank).copied().flatten()
     }
 
-    /// Sends a message of `len` bytes (above the inline limit, at most the rings' limit)
-    /// made of `parts` to node rank `to` if its ring takes it now, with nothing queued before
-    /// it; `false` (nothing sent, `parts` untouched) otherwise. Such messages may overtake
-    /// others, so the caller sends it by MPI instead: queued behind a full ring, a flood of
-    /// them would cross one ring-full at a time (measured: 16 KiB messages at 0.34× raw
-    /// MPI's rate), where MPI's rendezvous pipelines them.
+    /// Sends a message of `len` bytes (at most the rings' limit) made of `parts` to node rank
+    /// `to` if its ring takes it now, with nothing queued before it; `false` (nothing sent,
+    /// `parts` untouched) otherwise. A message above the inline limit may overtake others, so
+    /// its caller then sends it by MPI: queued behind a full ring, a flood of them would cross
+    /// one ring-full at a time (measured: 16 KiB messages at 0.34× raw MPI's rate), where
+    /// MPI's rendezvous pipelines them.
     pub(super) fn try_send_parts(
         &self,
         to: usize,
@@ -364,8 +364,9 @@ impl Lane {
     }
 
     /// Sends an inline message of `len` bytes made of `parts` to node rank `to`: copied
-    /// straight into its ring when the ring is free to take it now, else gathered into a
-    /// buffer that waits its turn as [`Lane::send`]'s do.
+    /// straight into its ring when the ring is free to take it now
+    /// ([`Lane::try_send_parts`]), else gathered into a buffer that waits its turn as
+    /// [`Lane::send`]'s do.
     pub(super) fn send_parts(
         &self,
         to: usize,
@@ -376,16 +377,9 @@ impl Lane {
         cq: &CompletionQueue,
     ) {
         debug_assert!(len <= INLINE_LIMIT);
-        if let Some(mut out) = self.out.try_lock() {
-            self.write_queued(&mut out, cq);
-            if out.pending[to].is_empty() && out.rings[to].push_parts(port, len, parts) {
-                if let Some(token) = token {
-                    cq.push(Completion::Sent { token });
-                }
-                return;
-            }
+        if !self.try_send_parts(to, port, len, parts, token, cq) {
+            self.send(to, port, gather(len, parts), token, cq);
         }
-        self.send(to, port, gather(len, parts), token, cq);
     }
 
     /// Moves queued sends behind those pending for the same rank, writing what fits.
