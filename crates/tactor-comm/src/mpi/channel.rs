@@ -165,9 +165,8 @@ impl Channel {
     }
 
     /// Starts sending the `len` bytes of `parts` to `dest`'s `port`: straight into `dest`'s
-    /// ring when it is on this node and the message is inline (or larger, and the ring takes it
-    /// at once), else as [`Channel::send`]
-    /// sends them gathered in one buffer.
+    /// ring when it is on this node and the message is inline (or larger, and the ring takes
+    /// it at once), else as [`Channel::send`] sends them gathered in one buffer.
     pub fn send_parts(
         &self,
         dest: usize,
@@ -189,8 +188,8 @@ impl Channel {
     }
 
     /// Starts sending `data` to `dest`'s `port`: into `dest`'s ring when it is on this node
-    /// and the message is inline (or larger, and the ring takes it at once), else one message when it fits inline, else a header and
-    /// then the payload as its own transfer.
+    /// and the message is inline (or larger, and the ring takes it at once), else one message
+    /// when it fits inline, else a header and then the payload as its own transfer.
     pub fn send(
         &self,
         dest: usize,
