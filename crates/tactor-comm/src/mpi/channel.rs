@@ -183,6 +183,8 @@ impl Channel {
             if lane.try_send_parts(to, port, len, parts, token, &self.cq) {
                 return Ok(());
             }
+            // The ring would not take it now: straight to MPI, not through `send`'s second try.
+            return self.send_by_mpi(dest, port, gather(len, parts), token);
         }
         self.send(dest, port, gather(len, parts), token)
     }
@@ -197,7 +199,6 @@ impl Channel {
         data: Vec<u8>,
         token: Option<u64>,
     ) -> Result<(), CommError> {
-        let len = u32::try_from(data.len()).map_err(|_| CommError::TooLarge(data.len()))?;
         if let Some((lane, to)) = self.lane.as_ref().and_then(|l| Some((l, l.local(dest)?))) {
             if data.len() <= INLINE_LIMIT {
                 lane.send(to, port, data, token, &self.cq);
@@ -215,6 +216,19 @@ impl Channel {
                 return Ok(());
             }
         }
+        self.send_by_mpi(dest, port, data, token)
+    }
+
+    /// Starts sending `data` to `dest`'s `port` through MPI: one message when it fits inline,
+    /// else a header and then the payload as its own transfer.
+    fn send_by_mpi(
+        &self,
+        dest: usize,
+        port: u16,
+        data: Vec<u8>,
+        token: Option<u64>,
+    ) -> Result<(), CommError> {
+        let len = u32::try_from(data.len()).map_err(|_| CommError::TooLarge(data.len()))?;
         if data.len() <= INLINE_LIMIT {
             let header = Header {
                 port,
