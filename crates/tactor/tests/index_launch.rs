@@ -145,7 +145,13 @@ fn index_launches_equal_their_sequential_execution_analysed_traced_and_auto() {
                 sequential(&mut expected, j as u64, l);
             }
         }
-        for style in ["analysed", "traced", "auto"] {
+        // Under Miri a fragment needs 32 launches before automatic tracing records it, more
+        // than a round issues: "auto" would only repeat "analysed" there.
+        let styles: &[&str] = match cfg!(miri) {
+            true => &["analysed", "traced"],
+            false => &["analysed", "traced", "auto"],
+        };
+        for &style in styles {
             let mut p = Program::new(&rt);
             p.auto_trace(style == "auto");
             let regions: Vec<Region<u64>> = init.iter().map(|&v| p.region(v)).collect();
