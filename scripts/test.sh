@@ -4,18 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-echo "== cargo fmt --check"
+# Each phase's heading says how long the run has taken so far (CI's budget is 20 minutes).
+phase() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
+phase "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+phase "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== cargo check without MPI (the shared-memory-only build)"
+phase "cargo check without MPI (the shared-memory-only build)"
 cargo check -p taskbench --no-default-features --locked
-echo "== cargo test (multi-rank tests run under mpirun --oversubscribe)"
+phase "cargo test (multi-rank tests run under mpirun --oversubscribe)"
 cargo test --workspace --locked
-echo "== loom model checks (tactor)"
+phase "loom model checks (tactor)"
 # A separate target directory: --cfg loom changes every crate's flags.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p tactor --lib --release --locked loom
-echo "== Miri (unsafe code; scaled-down tests)"
+phase "Miri (unsafe code; scaled-down tests)"
 # Exit status 3: Miri could not be installed here (no nightly toolchain reachable); that is
 # reported loudly and does not fail the run. Any other failure does.
 status=0
@@ -23,3 +25,4 @@ bash scripts/miri.sh || status=$?
 if [ "$status" -ne 0 ] && [ "$status" -ne 3 ]; then
   exit "$status"
 fi
+phase "done"

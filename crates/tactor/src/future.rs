@@ -2,11 +2,13 @@
 //! once its event has triggered. Other tasks take it as a precondition ([`Future::event`]),
 //! or call [`Future::get`] inside a task, which suspends that task as [`Event::wait`] does.
 //! A task that panics poisons its future, and `get` then reports the failure.
-//! [`Handle::spawn`] makes a future from a closure; a [`Promise`] is one set by hand.
+//! [`Handle::spawn`] makes a future from a closure, [`Handle::dataflow`] one from the values of
+//! other futures; a [`Promise`] is one set by hand.
 
 use crate::event::{Event, UserEvent};
 use crate::failure::TaskFailed;
 use crate::runtime::{Handle, Placement};
+use smallvec::SmallVec;
 use std::sync::{Arc, OnceLock};
 
 /// A value that a task will produce: its event, and the value once the event has triggered.
@@ -154,5 +156,91 @@ impl Handle {
             let _ = slot.set(task());
         });
         Future { event, value }
+    }
+}
+
+impl Handle {
+    /// Runs `task` on the values of `inputs` once every one of them is there, and returns the
+    /// future of its result: futures taken as inputs, as HPX's `dataflow` or
+    /// `when_all(...).then(...)`. The inputs are the task's preconditions (no task waits for a
+    /// value, and no list of events is built apart from them); a failed input poisons the
+    /// returned future and `task` does not run.
+    ///
+    /// ```
+    /// use tactor::{Placement, Runtime};
+    /// let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    /// let a = rt.spawn(Placement::Any, &[], || 20);
+    /// let b = rt.spawn(Placement::Any, &[], || 22);
+    /// let sum = rt.dataflow(Placement::Any, vec![a, b], |ins| ins.iter().sum::<i32>());
+    /// assert_eq!(*sum.get().unwrap(), 42);
+    /// ```
+    #[track_caller]
+    pub fn dataflow<T, U, F>(
+        &self,
+        placement: Placement,
+        inputs: impl IntoIterator<Item = Future<T>>,
+        task: F,
+    ) -> Future<U>
+    where
+        T: Send + Sync + 'static,
+        U: Send + Sync + 'static,
+        F: FnOnce(Inputs<'_, T>) -> U + Send + 'static,
+    {
+        // Up to 4 inputs travel inside the task's own allocation.
+        let inputs: SmallVec<[Future<T>; 4]> = inputs.into_iter().collect();
+        let value = Arc::new(OnceLock::new());
+        let slot = value.clone();
+        // Copies of the events, on the stack for up to 8 inputs: the task owns the inputs.
+        let events: SmallVec<[Event; 8]> = inputs.iter().map(|f| f.event.clone()).collect();
+        let event = self.launch_job(
+            placement,
+            &events,
+            move || {
+                let _ = slot.set(task(Inputs(&inputs)));
+            },
+            None,
+            None,
+        );
+        Future { event, value }
+    }
+}
+
+/// The values of a [`Handle::dataflow`] task's inputs, every one there, in the order given.
+#[derive(Debug)]
+pub struct Inputs<'a, T>(&'a [Future<T>]);
+
+impl<'a, T> Inputs<'a, T> {
+    /// The values in order.
+    ///
+    /// ```
+    /// let rt = tactor::Runtime::builder().workers(1).pin(false).build().unwrap();
+    /// let ins = vec![tactor::Future::ready(1), tactor::Future::ready(2)];
+    /// let v = rt.dataflow(tactor::Placement::Any, ins, |ins| ins.iter().copied().collect::<Vec<_>>());
+    /// assert_eq!(v.get().unwrap(), &[1, 2]);
+    /// ```
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a T> + 'a {
+        self.0.iter().map(Self::value)
+    }
+
+    /// How many inputs there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value of input `i`.
+    ///
+    /// # Panics
+    /// If there are not more than `i` inputs.
+    pub fn get(&self, i: usize) -> &'a T {
+        Self::value(&self.0[i])
+    }
+
+    fn value(f: &'a Future<T>) -> &'a T {
+        (f.value.get()).expect("a task runs after its preconditions, which set their values")
     }
 }

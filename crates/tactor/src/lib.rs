@@ -107,7 +107,7 @@ mod sync;
 pub use event::{Event, UserEvent};
 pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
 pub use forkjoin::{for_each, for_each_mut, join};
-pub use future::{Future, Promise};
+pub use future::{Future, Inputs, Promise};
 pub use runtime::ABANDON_AFTER;
 pub use runtime::{
     current_handle, current_worker, relax, Builder, Handle, Placement, Poller, Runtime,

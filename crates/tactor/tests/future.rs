@@ -83,3 +83,60 @@ fn many_readers_of_one_future_see_the_same_value() {
         assert_eq!(*r.get().unwrap(), 10 + i);
     }
 }
+
+/// A random DAG of `dataflow` tasks, each summing its inputs plus its own number, on 1–3
+/// workers: every value equals the sequential one, and every task ran once (a task that ran
+/// before an input was set would panic on the missing value).
+#[test]
+fn dataflow_tasks_see_every_input_in_order_and_run_once() {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+    let n = if cfg!(miri) { 40 } else { 3000 };
+    for (seed, workers) in [(1, 1), (2, 2), (3, 3)] {
+        let rt = rt(workers);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (mut futures, mut expect): (Vec<Future<u64>>, Vec<u64>) = (Vec::new(), Vec::new());
+        for i in 0..n as u64 {
+            let ins: Vec<usize> = match i {
+                0 => Vec::new(),
+                _ => (0..rng.gen_range(0..5))
+                    .map(|_| rng.gen_range(0..i as usize))
+                    .collect(),
+            };
+            // Order matters: the value weighs each input by its position.
+            let weigh = move |vals: &mut dyn Iterator<Item = u64>| {
+                vals.enumerate().fold(i, |acc, (k, v)| {
+                    acc.wrapping_add(v.wrapping_mul(k as u64 + 1))
+                })
+            };
+            expect.push(weigh(&mut ins.iter().map(|&d| expect[d])));
+            let inputs: Vec<_> = ins.iter().map(|&d| futures[d].clone()).collect();
+            let ran = ran.clone();
+            futures.push(rt.dataflow(Placement::Any, inputs, move |vals| {
+                ran.fetch_add(1, Relaxed);
+                weigh(&mut vals.iter().copied())
+            }));
+        }
+        let got: Vec<u64> = futures.iter().map(|f| *f.get().unwrap()).collect();
+        assert_eq!(got, expect, "seed {seed}, {workers} workers");
+        assert_eq!(ran.load(Relaxed), n);
+    }
+}
+
+#[test]
+fn a_failed_input_poisons_a_dataflow_task_which_does_not_run() {
+    let rt = rt(2);
+    let good = rt.spawn(Placement::Any, &[], || 1u32);
+    let (promise, bad) = Promise::<u32>::new();
+    let after = rt.dataflow(Placement::Any, vec![good, bad], |_| -> u32 {
+        panic!("a task with a failed input ran")
+    });
+    promise.fail("no value came");
+    let err = after.get().unwrap_err();
+    assert!(err.to_string().contains("no value came"), "{err}");
+    // Its own dependents are poisoned too, without running.
+    let later = rt.dataflow(Placement::Any, vec![after], |_| -> u32 { panic!("ran") });
+    assert!(later.get().is_err());
+}

@@ -483,10 +483,10 @@ impl Handle {
     }
 
     #[track_caller]
-    pub(crate) fn launch_job(
+    pub(crate) fn launch_job<'p>(
         &self,
         placement: Placement,
-        preconditions: &[Event],
+        preconditions: impl IntoIterator<Item = &'p Event>,
         job: impl FnOnce() + Send + 'static,
         scope: Option<Arc<dyn Finish>>,
         name: Option<String>,

@@ -10,7 +10,7 @@ use super::styles::{self, Graphs};
 use super::team::Pass;
 use std::sync::{Arc, Mutex};
 use tactor::job::Exchange;
-use tactor::{Event, Future, Handle, Placement, Promise};
+use tactor::{Future, Handle, Placement, Promise};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;
@@ -77,25 +77,18 @@ impl System for Futures {
                     let mut next =
                         vec![Future::ready(Ok(Vec::new())); plan.graph().max_width as usize];
                     for p in graphs.points(gi, t) {
-                        let ins: Vec<Output> = plan
-                            .deps(t, p)
-                            .iter()
-                            .map(|&d| last[gi][d as usize].clone())
-                            .collect();
-                        let pre: Vec<Event> = ins.iter().map(|f| f.event().clone()).collect();
+                        let ins = (plan.deps(t, p).iter()).map(|&d| last[gi][d as usize].clone());
                         let (plans, scratch) = (plans.clone(), scratch.clone());
-                        next[p as usize] = h.spawn(Placement::Any, &pre, move || {
-                            let ins: Vec<&[u8]> = ins
-                                .iter()
-                                .map(|f| f.get().expect("a precondition").as_deref())
-                                .collect::<Result<_, _>>()
-                                .map_err(Clone::clone)?;
+                        next[p as usize] = h.dataflow(Placement::Any, ins, move |ins| {
+                            if let Some(e) = ins.iter().find_map(|r| r.as_ref().err()) {
+                                return Err(e.clone());
+                            }
+                            let ins = ins.iter().map(|r| r.as_deref().unwrap_or_default());
                             let mut out = vec![0; plans[gi].graph().output_bytes_per_task];
                             let w = tactor::current_worker().expect("tasks run on workers");
                             let mut scratch =
                                 scratch[gi][w].lock().unwrap_or_else(|p| p.into_inner());
-                            run_inputs(&plans[gi], t, p, &mut out, &mut scratch, ins.into_iter())
-                                .map(|()| out)
+                            run_inputs(&plans[gi], t, p, &mut out, &mut scratch, ins).map(|()| out)
                         });
                         now.push(next[p as usize].clone());
                     }
@@ -166,14 +159,11 @@ fn send(h: &Handle, graphs: &Graphs, t: i64, last: &[Vec<Output>], now: &mut Vec
         return;
     };
     blocks.messages(t, true, readers, |(stream, t, dest), group| {
-        let outs: Vec<Output> = (group.iter())
-            .map(|&(_, gi, q)| last[gi as usize][q].clone())
-            .collect();
-        let pre: Vec<Event> = outs.iter().map(|f| f.event().clone()).collect();
+        let outs = (group.iter()).map(|&(_, gi, q)| last[gi as usize][q].clone());
         let remote = blocks.exchange().clone();
-        now.push(h.spawn(Placement::Any, &pre, move || {
+        now.push(h.dataflow(Placement::Any, outs, move |outs| {
             let items: Vec<&[u8]> = (outs.iter())
-                .map(|f| f.get().expect("a precondition").as_deref())
+                .map(|r| r.as_deref())
                 .collect::<Result<_, _>>()
                 .map_err(Clone::clone)?;
             let (count, len) = (items.len(), items.iter().map(|i| i.len()).sum());
