@@ -162,8 +162,8 @@ impl Handle {
 impl Handle {
     /// Runs `task` on the values of `inputs` once every one of them is there, and returns the
     /// future of its result: futures taken as inputs, as HPX's `dataflow` or
-    /// `when_all(...).then(...)`. The inputs are the task's preconditions (no task waits for a
-    /// value, and no list of events is built apart from them); a failed input poisons the
+    /// `when_all(...).then(...)`. The inputs are the task's preconditions: the caller builds no
+    /// list of events, and the task never waits for a value. A failed input poisons the
     /// returned future and `task` does not run.
     ///
     /// ```
