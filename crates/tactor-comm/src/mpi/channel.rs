@@ -166,7 +166,7 @@ impl Channel {
 
     /// Starts sending the `len` bytes of `parts` to `dest`'s `port`: straight into `dest`'s
     /// ring when it is on this node and the message is inline (or larger, and the ring takes
-    /// it at once), else as [`Channel::send`] sends them gathered in one buffer.
+    /// it at once), else gathered in one buffer through MPI as [`Channel::send`] would.
     pub fn send_parts(
         &self,
         dest: usize,
@@ -183,10 +183,10 @@ impl Channel {
             if lane.try_send_parts(to, port, len, parts, token, &self.cq) {
                 return Ok(());
             }
-            // The ring would not take it now: straight to MPI, not through `send`'s second try.
-            return self.send_by_mpi(dest, port, gather(len, parts), token);
         }
-        self.send(dest, port, gather(len, parts), token)
+        // Not on this node, or the ring would not take it now: through MPI (not through
+        // `send`, which would look up the lane and try the ring a second time).
+        self.send_by_mpi(dest, port, gather(len, parts), token)
     }
 
     /// Starts sending `data` to `dest`'s `port`: into `dest`'s ring when it is on this node
