@@ -7,5 +7,6 @@ pub mod cg;
 pub mod fragments;
 pub mod heat;
 pub mod launch;
+pub mod lcs;
 pub mod stencil;
 pub mod study;

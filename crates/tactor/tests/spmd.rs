@@ -103,3 +103,124 @@ fn a_failed_rank_poisons_what_waits_for_it() {
         .expect_err("b waits for the failed rank");
     assert!(e.contains("rank 1 failed"), "{e}");
 }
+
+/// A clock that every rank of an in-process job reads: the order tasks ran in, job-wide.
+#[derive(Default)]
+struct Clock {
+    now: std::sync::atomic::AtomicU64,
+    /// Per task id, when it started and when it ended (0: never ran).
+    runs: std::sync::Mutex<Vec<(u64, u64, usize)>>,
+}
+
+impl Clock {
+    fn tick(&self) -> u64 {
+        1 + self.now.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn launches_wait_for_events_of_every_rank_and_run_once() {
+    use rand::{Rng, SeedableRng};
+    use tactor::job::Held;
+    let n = if cfg!(miri) { 12 } else { 300 };
+    for (ranks, workers, seed) in [(2, 1, 1u64), (3, 2, 2), (2, 2, 3)] {
+        // The same graph on every rank (control replication): drawn once, from a seed.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let all = ranks * workers;
+        let graph: Vec<(usize, Vec<usize>)> = (0..n)
+            .map(|i| {
+                let deps = (0..rng.gen_range(0..4usize).min(i))
+                    .map(|_| rng.gen_range(0..i))
+                    .collect();
+                (rng.gen_range(0..all), deps)
+            })
+            .collect();
+        let clock = Arc::new(Clock::default());
+        clock.runs.lock().unwrap().resize(n, (0, 0, 0));
+        on_ranks(ranks, workers, |s| {
+            let mut done: Vec<tactor::job::Value<()>> = Vec::new();
+            for (i, (worker, deps)) in graph.iter().enumerate() {
+                let after: Vec<&dyn Held> = deps.iter().map(|&d| &done[d] as &dyn Held).collect();
+                let clock = clock.clone();
+                let v = s.launch(*worker, &after, move || {
+                    let start = clock.tick();
+                    let end = clock.tick();
+                    let mut runs = clock.runs.lock().unwrap();
+                    let (s0, e0, count) = runs[i];
+                    runs[i] = (s0.max(start), e0.max(end), count + 1);
+                });
+                done.push(v);
+            }
+            // Every rank waits for every task's end (each rank is sent those it does not run).
+            for v in &done {
+                s.get(v).unwrap();
+            }
+        });
+        let runs = clock.runs.lock().unwrap();
+        for (i, (_, deps)) in graph.iter().enumerate() {
+            assert_eq!(
+                runs[i].2, 1,
+                "task {i} ran {} times ({ranks} ranks)",
+                runs[i].2
+            );
+            for &d in deps {
+                assert!(
+                    runs[d].1 < runs[i].0,
+                    "task {i} started at {} before its precondition {d} ended at {}",
+                    runs[i].0,
+                    runs[d].1
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_launch_waits_for_values_of_several_types() {
+    let got = on_ranks(3, 1, |s| {
+        let n = s.spawn(0, &[], |_| 7u64);
+        let v = s.spawn(1, &[], |_| vec![0.5f64; 3]);
+        let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = seen.clone();
+        let after: [&dyn tactor::job::Held; 2] = [&n, &v];
+        let done = s.launch(2, &after, move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+        });
+        // A spawn may wait for the launch through its value of no data, on yet another rank.
+        let unit = s.spawn(0, &[&done], |_| ());
+        (s.get(&unit).is_ok(), s.get(&n).unwrap(), s.get(&v).unwrap())
+    });
+    for (rank, (ok, n, v)) in got.into_iter().enumerate() {
+        assert!(ok, "rank {rank}");
+        assert_eq!((n, v), (7, vec![0.5; 3]), "rank {rank}");
+    }
+}
+
+#[test]
+fn a_failed_launch_poisons_what_waits_for_it_on_other_ranks() {
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let outcomes = on_ranks(3, 1, |s| {
+        let bad = s.launch(0, &[], || panic!("injected in a launch"));
+        let r = ran.clone();
+        let after_bad = s.launch(1, &[&bad], move || {
+            r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let value = s.spawn(2, &[], |_| 4u64);
+        let also = s.launch(2, &[&after_bad, &value], || ());
+        let fine = s.launch(1, &[&value], || ());
+        (
+            s.get(&also).map_err(|e| e.to_string()),
+            s.get(&fine).is_ok(),
+        )
+    });
+    assert_eq!(
+        ran.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a poisoned task ran"
+    );
+    for (rank, (also, fine)) in outcomes.into_iter().enumerate() {
+        let e = also.expect_err("also waits for a task that panicked");
+        assert!(e.contains("injected in a launch"), "rank {rank}: {e}");
+        assert!(fine, "rank {rank}: an unrelated task failed");
+    }
+}

@@ -42,7 +42,7 @@ pub use blocks::{Blocks, Crossing};
 pub use exchange::Exchange;
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
-pub use spmd::{Spmd, Value};
+pub use spmd::{Held, Spmd, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};

@@ -1,8 +1,9 @@
-//! Futures across the ranks of a job, by control replication: every rank runs the same program
-//! and makes the same [`Spmd::spawn`]s; each runs on the rank that owns the worker it names,
-//! and its value reaches another rank only when a spawn there takes it as an input — one
-//! message per value and rank, sent when the value is ready, carrying the value (or the
-//! failure that poisoned it, so that poison crosses ranks too).
+//! Futures and events across the ranks of a job, by control replication: every rank runs the
+//! same program and makes the same [`Spmd::spawn`]s and [`Spmd::launch`]es; each runs on the
+//! rank that owns the worker it names, and its value (or, for a launch, its trigger) reaches
+//! another rank only when a task there takes it as an input or precondition — one message per
+//! value and rank, sent when the value is ready, carrying the value (or the failure that
+//! poisoned it, so that poison crosses ranks too).
 
 use super::rendezvous::Rendezvous;
 use super::Wire;
@@ -38,6 +39,45 @@ impl<T> std::fmt::Debug for Value<T> {
         write!(f, "Value({} at rank {})", self.id, self.home)
     }
 }
+
+/// What a task of an [`Spmd`] program can wait for: a [`Value`] of any type, whichever rank
+/// holds it. A task's preconditions ([`Spmd::launch`]) may mix types.
+///
+/// ```
+/// use tactor::job::{Held, Job, Spmd};
+///
+/// let job = Job::launched().unwrap();
+/// let rt = job.runtime(tactor::Runtime::builder().workers(1).pin(false)).unwrap();
+/// let mut s = Spmd::new(&rt, &job);
+/// let n = s.spawn(0, &[], |_| 7u64);
+/// let v = s.spawn(0, &[], |_| vec![1.0f64, 2.0]);
+/// let both: [&dyn Held; 2] = [&n, &v];
+/// let done = s.launch(0, &both, || println!("after both"));
+/// s.get(&done).unwrap();
+/// ```
+pub trait Held: sealed::Bring {}
+
+mod sealed {
+    /// How [`Spmd`](super::Spmd) makes a rank hold a value and waits for it there.
+    pub trait Bring {
+        /// Makes `rank` hold this value (see `Spmd::bring`).
+        fn bring_to(&self, s: &mut super::Spmd, rank: usize);
+        /// The event of this rank's copy, once this rank holds it.
+        fn event_here(&self) -> crate::Event;
+    }
+}
+
+impl<T: Wire + Clone + Default> sealed::Bring for Value<T> {
+    fn bring_to(&self, s: &mut Spmd, rank: usize) {
+        s.bring(self, rank);
+    }
+
+    fn event_here(&self) -> crate::Event {
+        local(self).event().clone()
+    }
+}
+
+impl<T: Wire + Clone + Default> Held for Value<T> {}
 
 /// What a copy message's first byte says.
 const VALUE: u8 = 0;
@@ -126,19 +166,10 @@ impl Spmd {
         T: Wire + Clone + Default,
         F: FnOnce(&[T]) -> T + Send + 'static,
     {
-        assert!(
-            worker < self.workers(),
-            "worker {worker} is not one of the job's {} workers",
-            self.workers()
-        );
-        let rank = worker / self.local;
+        let rank = self.rank_of(worker);
         for v in inputs {
             self.bring(v, rank);
         }
-        let id = self.next;
-        self.next += 1;
-        let mut held = vec![false; self.job.ranks()];
-        held[rank] = true;
         let here = (rank == self.job.rank()).then(|| {
             let futures: Vec<Future<T>> = inputs.iter().map(|v| local(v)).collect();
             let after: Vec<_> = futures.iter().map(|f| f.event().clone()).collect();
@@ -151,6 +182,66 @@ impl Spmd {
                     task(&values)
                 })
         });
+        self.value(rank, here)
+    }
+
+    /// Runs `task` on job-wide worker `worker` once every one of `after` has triggered (any
+    /// types, held on any rank: a precondition from another rank arrives as one message, sent
+    /// when it triggers); returns the task's completion as a value of no data, which other
+    /// tasks on any rank may wait for. A precondition that failed poisons the task, which
+    /// then does not run, and through it what waits for it.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use tactor::job::{Job, Spmd};
+    ///
+    /// let job = Job::launched().unwrap();
+    /// let rt = job.runtime(tactor::Runtime::builder().workers(2).pin(false)).unwrap();
+    /// let mut s = Spmd::new(&rt, &job);
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// let r = ran.clone();
+    /// let first = s.launch(0, &[], move || { r.fetch_add(1, Ordering::SeqCst); });
+    /// let r = ran.clone();
+    /// let second = s.launch(s.workers() - 1, &[&first], move || {
+    ///     assert_eq!(r.fetch_add(1, Ordering::SeqCst), 1, "after the first");
+    /// });
+    /// s.get(&second).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    /// If `worker` is not a worker of the job.
+    pub fn launch<F>(&mut self, worker: usize, after: &[&dyn Held], task: F) -> Value<()>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let rank = self.rank_of(worker);
+        for v in after {
+            v.bring_to(self, rank);
+        }
+        let here = (rank == self.job.rank()).then(|| {
+            let events: Vec<crate::Event> = after.iter().map(|v| v.event_here()).collect();
+            (self.handle).spawn(Placement::Worker(worker % self.local), &events, task)
+        });
+        self.value(rank, here)
+    }
+
+    /// The rank that owns job-wide worker `worker`.
+    fn rank_of(&self, worker: usize) -> usize {
+        assert!(
+            worker < self.workers(),
+            "worker {worker} is not one of the job's {} workers",
+            self.workers()
+        );
+        worker / self.local
+    }
+
+    /// The next value of the program, computed on `rank` (`here` on that rank).
+    fn value<T>(&mut self, rank: usize, here: Option<Future<T>>) -> Value<T> {
+        let id = self.next;
+        self.next += 1;
+        let mut held = vec![false; self.job.ranks()];
+        held[rank] = true;
         Value {
             id,
             home: rank,

@@ -48,6 +48,15 @@ impl<T: bytemuck::Pod + Send + Sync, const N: usize> Wire for [T; N] {
     }
 }
 
+/// No data: what an event that crosses ranks carries ([`Spmd::launch`](super::Spmd::launch)).
+impl Wire for () {
+    fn encode(&self, _: &mut Vec<u8>) {}
+
+    fn decode(&mut self, bytes: &[u8]) {
+        assert!(bytes.is_empty(), "{} bytes for no data", bytes.len());
+    }
+}
+
 macro_rules! wire_plain {
     ($($t:ty),*) => {$(
         impl Wire for $t {

@@ -1,0 +1,74 @@
+//! `lcs`: the longest common subsequence of two strings as a wavefront of tiles over every
+//! worker of a job, checked against the serial dynamic program.
+
+// Tiles' edges are allocated by the worker that scores them and freed by their readers, often
+// on another worker: as in `heat`, glibc would serialise those frees on its arena lock.
+#[cfg(not(miri))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use clap::Parser;
+use std::process::ExitCode;
+use tactor_apps::{launch, lcs};
+
+#[derive(Parser)]
+#[command(
+    name = "lcs",
+    version,
+    about = "The longest common subsequence of two strings as a wavefront of tiles on Tactor's futures, over every worker of the job (in one process, or every rank's under mpirun), checked against the serial result"
+)]
+struct Cli {
+    /// Length of each string
+    #[arg(short = 'n', long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=200_000))]
+    length: u64,
+    /// Side of a tile of the score table
+    #[arg(short = 't', long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=200_000))]
+    tile: u64,
+    /// Workers per rank
+    #[arg(short = 'w', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+    workers: u64,
+}
+
+fn main() -> ExitCode {
+    let quiet = tactor_cli::args::other_rank();
+    if let Err(e) = tactor_cli::signals::exit_on_termination("lcs", quiet) {
+        tactor_cli::say!("error: could not handle termination signals: {e}");
+        return ExitCode::FAILURE;
+    }
+    let cli: Cli = tactor_cli::args::parse();
+    let workers = cli.workers as usize;
+    // The strings, a row of tiles' edges and the serial check's row, a few times over.
+    let bytes = (cli.length as u128) * 16;
+    let (job, rt) = match launch::start("lcs", workers, bytes, "the strings") {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let fault = std::env::var("LCS_FAULT").ok();
+    let params = lcs::Params {
+        length: cli.length as usize,
+        tile: cli.tile as usize,
+        fail_here: fault.and_then(|r| r.trim().parse::<usize>().ok()) == Some(job.rank()),
+    };
+    let result = lcs::run(&rt, &job, params).and_then(|o| {
+        let (a, b) = lcs::strings(params.length);
+        match lcs::serial(&a, &b) {
+            want if want == o.lcs => Ok(o),
+            want => Err(format!(
+                "the wavefront found {} where the serial program finds {want}",
+                o.lcs
+            )),
+        }
+    });
+    let report = result.map(|o| {
+        format!(
+            "lcs: two strings of {}, {} tiles, {} ranks x {} workers: length {} in {:.4} s, checked against the serial result",
+            params.length,
+            o.tiles,
+            job.ranks(),
+            workers,
+            o.lcs,
+            o.seconds
+        )
+    });
+    launch::finish(&job, report)
+}

@@ -1,0 +1,191 @@
+//! The longest common subsequence of two strings, as a wavefront of tiles on Tactor's futures
+//! across the ranks of a job ([`tactor::job::Spmd`]): the same program in one process and
+//! under `mpirun`, checked against the serial dynamic program.
+//!
+//! Tile `(i, j)` of the score table needs the bottom row of the tile above and the right
+//! column of the tile to its left; each tile's future carries both of its edges, and a tile
+//! whose neighbour ran on another rank receives that neighbour's edges with its trigger. Tile
+//! columns are dealt to the job's workers in turn, so the wavefront runs as a pipeline.
+
+use std::sync::Arc;
+use std::time::Instant;
+use tactor::job::{Job, Spmd, Value};
+use tactor::Runtime;
+
+/// A run's size.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Length of each string.
+    pub length: usize,
+    /// Side of a tile of the score table.
+    pub tile: usize,
+    /// For the tests of failures: this rank fails before its first tile (`LCS_FAULT=RANK`).
+    pub fail_here: bool,
+}
+
+/// What a run found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The length of the longest common subsequence.
+    pub lcs: u32,
+    /// Tiles of the table.
+    pub tiles: usize,
+    /// Seconds from the first tile's launch to the answer on this rank.
+    pub seconds: f64,
+}
+
+/// The two strings of a run: `length` letters of a four-letter alphabet each, drawn from a
+/// fixed seed (the same on every rank).
+///
+/// ```
+/// let (a, b) = tactor_apps::lcs::strings(8);
+/// assert_eq!((a.len(), b.len()), (8, 8));
+/// assert!(a.iter().chain(&b).all(|c| b"ACGT".contains(c)));
+/// ```
+pub fn strings(length: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut letter = move || {
+        // xorshift64*: any fixed sequence will do; both strings come from one stream.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        b"ACGT"[(state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 62) as usize]
+    };
+    let a = (0..length).map(|_| letter()).collect();
+    let b = (0..length).map(|_| letter()).collect();
+    (a, b)
+}
+
+/// The length of the longest common subsequence of `a` and `b`, row by row.
+///
+/// ```
+/// assert_eq!(tactor_apps::lcs::serial(b"ABCBDAB", b"BDCABA"), 4);
+/// ```
+pub fn serial(a: &[u8], b: &[u8]) -> u32 {
+    let mut row = vec![0u32; b.len() + 1];
+    for &x in a {
+        let mut diag = 0;
+        for (j, &y) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = if x == y { diag + 1 } else { up.max(row[j]) };
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
+/// Scores tile `a × b` of the table from its edges: `top` is the row above it (one per
+/// column), `left` the column before it from the row above the tile down (one more than the
+/// tile's rows; all zeros at the table's edges). Returns the tile's edges the same way: its
+/// bottom row, then its right column from the row above it down.
+fn tile(a: &[u8], b: &[u8], top: &[u32], left: &[u32]) -> Vec<u32> {
+    let mut row = top.to_vec();
+    let mut right = Vec::with_capacity(a.len() + 1);
+    right.push(*top.last().expect("a tile has columns"));
+    for (i, &x) in a.iter().enumerate() {
+        let (mut diag, mut before) = (left[i], left[i + 1]);
+        for (j, &y) in b.iter().enumerate() {
+            let up = row[j];
+            row[j] = if x == y { diag + 1 } else { up.max(before) };
+            (diag, before) = (up, row[j]);
+        }
+        right.push(before);
+    }
+    row.extend(right);
+    row
+}
+
+/// Runs the wavefront over every worker of `job` (every rank calls it, with the same
+/// `params`), each rank getting the answer.
+///
+/// ```
+/// use tactor::job::Job;
+/// use tactor_apps::lcs::{run, serial, strings, Params};
+///
+/// let job = Job::launched().unwrap(); // a job of one here; under mpirun, the launcher's
+/// let rt = job.runtime(tactor::Runtime::builder().workers(2).pin(false)).unwrap();
+/// let p = Params { length: 100, tile: 16, fail_here: false };
+/// let (a, b) = strings(100);
+/// assert_eq!(run(&rt, &job, p).unwrap().lcs, serial(&a, &b));
+/// ```
+pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
+    if p.length == 0 || p.tile == 0 {
+        return Err(format!(
+            "the strings ({}) and tiles ({}) must not be empty",
+            p.length, p.tile
+        ));
+    }
+    let (a, b) = strings(p.length);
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let n = p.length.div_ceil(p.tile);
+    let mut s = Spmd::new(rt, job);
+    if p.fail_here {
+        // Told before this rank's program is dropped, so that no rank waits for its tiles.
+        job.fail("injected fault (LCS_FAULT)");
+        return Err(String::new());
+    }
+    let start = Instant::now();
+    let span = |k: usize| k * p.tile..((k + 1) * p.tile).min(p.length);
+    let mut above: Vec<Option<Value<Vec<u32>>>> = vec![None; n];
+    for i in 0..n {
+        let mut left: Option<Value<Vec<u32>>> = None;
+        for (j, up) in above.iter_mut().enumerate() {
+            let (rows, cols) = (span(i), span(j));
+            let ins: Vec<&Value<Vec<u32>>> = up.iter().chain(&left).collect();
+            let (has_up, has_left) = (up.is_some(), left.is_some());
+            let (a, b) = (a.clone(), b.clone());
+            let t = s.spawn(j % s.workers(), &ins, move |ins| {
+                let zeros = vec![0; rows.len().max(cols.len()) + 1];
+                let top = if has_up {
+                    &ins[0][..cols.len()]
+                } else {
+                    &zeros[..cols.len()]
+                };
+                // The left tile's right column is the end of its edges.
+                let left = match (has_left, ins.last()) {
+                    (true, Some(l)) => &l[l.len() - rows.len() - 1..],
+                    _ => &zeros[..rows.len() + 1],
+                };
+                tile(&a[rows], &b[cols], top, left)
+            });
+            *up = Some(t.clone());
+            left = Some(t);
+        }
+    }
+    let last = above[n - 1].as_ref().expect("one tile at least");
+    let edges = s.get(last).map_err(|e| e.to_string())?;
+    Ok(Outcome {
+        lcs: edges[edges.len() - 1],
+        tiles: n * n,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_put_together_give_the_serial_table() {
+        for (length, side) in [(1, 1), (7, 3), (20, 20), (33, 5), (40, 64)] {
+            let (a, b) = strings(length);
+            let runs = Job::run_in_process(1, 1, |rt, job| {
+                let p = Params {
+                    length,
+                    tile: side,
+                    fail_here: false,
+                };
+                run(rt, job, p).unwrap().lcs
+            });
+            let got = runs.into_iter().map(Result::unwrap).collect::<Vec<_>>();
+            assert_eq!(got, [serial(&a, &b)], "length {length}, tiles of {side}");
+        }
+    }
+
+    #[test]
+    fn the_serial_program_knows_small_cases() {
+        assert_eq!(serial(b"", b"ABC"), 0);
+        assert_eq!(serial(b"ABC", b"ABC"), 3);
+        assert_eq!(serial(b"AGGTAB", b"GXTXAYB"), 4);
+    }
+}
