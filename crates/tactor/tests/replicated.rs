@@ -152,3 +152,77 @@ fn a_reduction_without_partials_on_several_ranks_is_refused() {
         assert!(msg.contains("has no Reduction::partials"), "{msg}");
     }
 }
+
+/// A ring of cells over the ranks, each step's new cell from its neighbours' old ones, with
+/// tasks placed on a rank only (any of its workers) and a reduction spanning the ranks: every
+/// rank reads the serial result, untraced and traced.
+#[test]
+fn launches_on_a_rank_run_on_any_of_its_workers_and_get_their_copies() {
+    let (cells, steps) = if cfg!(miri) { (4, 3) } else { (12, 30) };
+    let serial = {
+        let mut u: Vec<u64> = (0..cells as u64).collect();
+        for _ in 0..steps {
+            u = (0..cells)
+                .map(|i| u[(i + cells - 1) % cells] + 2 * u[i] + u[(i + 1) % cells] + 1)
+                .map(|v| v % 1_000_003)
+                .collect();
+        }
+        u
+    };
+    let shapes: &[(usize, usize)] = if cfg!(miri) {
+        &[(2, 2)]
+    } else {
+        &[(1, 3), (2, 2), (3, 2)]
+    };
+    for &(ranks, workers) in shapes {
+        for traced in [false, true] {
+            let runs = Job::run_in_process(ranks, workers, |rt, job| {
+                let mut p = Replicated::new(rt, job);
+                let rank_of = |i: usize| i * ranks / cells;
+                // Two generations of cells, each homed on the first worker of its rank.
+                let rows: Vec<Vec<_>> = (0..2)
+                    .map(|_| {
+                        (0..cells)
+                            .map(|i| p.region(rank_of(i) * workers, i as u64))
+                            .collect()
+                    })
+                    .collect();
+                let sum = p.region(0, 0.0f64);
+                for t in 0..steps {
+                    if traced && t >= 2 && t % 2 == 0 && t + 2 <= steps {
+                        p.begin_trace(1).unwrap();
+                    }
+                    let (old, new) = (&rows[t % 2], &rows[(t + 1) % 2]);
+                    for (i, cell) in new.iter().enumerate() {
+                        let around = [(i + cells - 1) % cells, i, (i + 1) % cells];
+                        let ins: Vec<_> = around.iter().map(|&j| read(&old[j])).collect();
+                        p.launch_on_rank(rank_of(i), (ins, write(cell)), |(ins, out)| {
+                            *out = (ins.get(0) + 2 * ins.get(1) + ins.get(2) + 1) % 1_000_003;
+                        });
+                    }
+                    if traced && t >= 3 && t % 2 == 1 {
+                        p.end_trace().unwrap();
+                    }
+                }
+                let last = &rows[steps % 2];
+                for (i, cell) in last.iter().enumerate() {
+                    p.launch_on_rank(
+                        rank_of(i),
+                        (read(cell), reduce::<Sum, _>(&sum)),
+                        |(c, mut s)| {
+                            s.apply(*c as f64);
+                        },
+                    );
+                }
+                let cells: Vec<u64> = last.iter().map(|c| p.with(c, |v| *v).unwrap()).collect();
+                (cells, p.with(&sum, |s| *s).unwrap())
+            });
+            for (rank, run) in runs.into_iter().enumerate() {
+                let (got, sum) = run.unwrap();
+                let what = format!("rank {rank} of {ranks} x {workers}, traced {traced}");
+                assert_eq!(got, serial, "{what}");
+                assert_eq!(sum, serial.iter().sum::<u64>() as f64, "{what}");
+            }
+        }
+    }
+}

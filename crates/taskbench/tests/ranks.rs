@@ -216,6 +216,34 @@ fn auto_matrix_on_two_and_three_ranks() {
     );
 }
 
+/// `replicated` has no exchange code: the runtime derives its copies between ranks. Every
+/// type, and over TCP without shared memory, as on two hosts.
+#[test]
+fn replicated_matrix_on_two_and_three_ranks() {
+    matrix("replicated");
+    let flags = "-steps 12 -width 5 -type nearest -radix 3 -output 40 -system replicated \
+                 -worker 2 -and -steps 6 -width 4 -type all_to_all -output 20000";
+    let mut c = Mpirun::new().unwrap();
+    c.args([
+        "-np",
+        "2",
+        "--mca",
+        "btl",
+        "self,tcp",
+        "-x",
+        "TACTOR_COMM_SHM",
+    ]);
+    c.env("TACTOR_COMM_SHM", "0");
+    let o = (c
+        .arg(env!("CARGO_BIN_EXE_taskbench"))
+        .args(flags.split_whitespace()))
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(number(&out, "Total Tasks"), 12 * 5 + 6 * 4, "{out}");
+}
+
 #[test]
 fn systems_that_stay_in_one_process_say_so_once() {
     let o = run(2, "-steps 4 -width 4 -system serial", &[]);

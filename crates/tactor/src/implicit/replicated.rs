@@ -58,8 +58,8 @@ struct Shard {
     holds: Vec<bool>,
     /// The latest version: counts the writes, the same on every rank.
     version: u64,
-    /// The rank, and its worker, that wrote it (or the first holder).
-    home: (usize, usize),
+    /// The rank, and where on it, that wrote it (or the first holder).
+    home: (usize, Placement),
     /// The reduction group open on it, if one is.
     group: Option<Group>,
     /// How this region's copies are launched (its type is known only here).
@@ -74,23 +74,23 @@ struct Group {
     op: OpId,
     /// The operator's `Partials` for the region's type, boxed.
     partials: Option<Box<dyn Any + Send>>,
-    /// Per rank, the worker that keeps its partial result, if it has one (the rank that held
-    /// the value when the group opened always has one: the value itself).
-    keeps: Vec<Option<usize>>,
+    /// Per rank, where its partial result is kept, if it has one (the rank that held the
+    /// value when the group opened always has one: the value itself).
+    keeps: Vec<Option<Placement>>,
 }
 
 /// The typed launches of a region's copies.
 trait Copies: Send {
-    fn send(&self, p: &mut Program, worker: usize, job: &Arc<Job>, port: u16, to: usize, key: Key);
-    fn receive(&self, p: &mut Program, worker: usize, arrived: Event, slot: Arc<Slot>);
+    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, port: u16, to: usize, key: Key);
+    fn receive(&self, p: &mut Program, at: Placement, arrived: Event, slot: Arc<Slot>);
     /// Sets this rank's replica to the reduction's identity: its partial result starts there.
-    fn reset(&self, p: &mut Program, worker: usize, partials: &dyn Any);
+    fn reset(&self, p: &mut Program, at: Placement, partials: &dyn Any);
     /// Folds every rank's partial into this rank's replica once all arrived, in rank order:
     /// `parts[r]` is `None` for this rank's own partial (the replica's value).
     fn fold(
         &self,
         p: &mut Program,
-        worker: usize,
+        at: Placement,
         arrived: Event,
         parts: Vec<Option<Arc<Slot>>>,
         partials: &dyn Any,
@@ -116,44 +116,37 @@ fn arrived_bytes(slot: &Slot) -> Vec<u8> {
 struct Typed<T>(Region<T>);
 
 impl<T: Wire> Copies for Typed<T> {
-    fn send(&self, p: &mut Program, worker: usize, job: &Arc<Job>, port: u16, to: usize, key: Key) {
+    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, port: u16, to: usize, key: Key) {
         let job = job.clone();
-        p.launch(
-            Placement::Worker(worker),
-            super::read(&self.0),
-            move |v: &T| {
-                let mut bytes = crate::job::buffer(HEADER);
-                bytes.extend_from_slice(&key.0.to_le_bytes());
-                bytes.extend_from_slice(&key.1.to_le_bytes());
-                bytes.extend_from_slice(&key.2.to_le_bytes());
-                v.encode(&mut bytes);
-                job.send(worker, to, port, bytes);
-            },
-        );
+        p.launch(at, super::read(&self.0), move |v: &T| {
+            let mut bytes = crate::job::buffer(HEADER);
+            bytes.extend_from_slice(&key.0.to_le_bytes());
+            bytes.extend_from_slice(&key.1.to_le_bytes());
+            bytes.extend_from_slice(&key.2.to_le_bytes());
+            v.encode(&mut bytes);
+            // The channel of the worker it runs on: its own, uncontended.
+            let channel = crate::current_worker().unwrap_or(0);
+            job.send(channel, to, port, bytes);
+        });
     }
 
-    fn receive(&self, p: &mut Program, worker: usize, arrived: Event, slot: Arc<Slot>) {
-        p.launch_after(
-            &arrived,
-            Placement::Worker(worker),
-            super::write(&self.0),
-            move |v: &mut T| v.decode(&arrived_bytes(&slot)),
-        );
+    fn receive(&self, p: &mut Program, at: Placement, arrived: Event, slot: Arc<Slot>) {
+        p.launch_after(&arrived, at, super::write(&self.0), move |v: &mut T| {
+            v.decode(&arrived_bytes(&slot))
+        });
     }
 
-    fn reset(&self, p: &mut Program, worker: usize, partials: &dyn Any) {
+    fn reset(&self, p: &mut Program, at: Placement, partials: &dyn Any) {
         let ops = partials_of::<T>(partials);
-        p.launch(
-            Placement::Worker(worker),
-            super::write(&self.0),
-            move |v: &mut T| *v = (ops.identity)(),
-        );
+        p.launch(at, super::write(&self.0), move |v: &mut T| {
+            *v = (ops.identity)()
+        });
     }
 
     fn fold(
         &self,
         p: &mut Program,
-        worker: usize,
+        at: Placement,
         arrived: Event,
         parts: Vec<Option<Arc<Slot>>>,
         partials: &dyn Any,
@@ -161,7 +154,7 @@ impl<T: Wire> Copies for Typed<T> {
         let ops = partials_of::<T>(partials);
         p.launch_after(
             &arrived,
-            Placement::Worker(worker),
+            at,
             super::read_write(&self.0),
             move |v: &mut T| {
                 let mut own = Some(std::mem::replace(v, (ops.identity)()));
@@ -302,7 +295,7 @@ impl Replicated {
         self.shards[at] = Some(Shard {
             holds: vec![true; self.job.ranks()],
             version: 0,
-            home: (self.rank_of(worker), worker % self.local),
+            home: (self.rank_of(worker), Placement::Worker(worker % self.local)),
             group: None,
             copies: Box::new(Typed(r.clone())),
         });
@@ -326,7 +319,52 @@ impl Replicated {
             "worker {worker} is not one of the job's {} workers",
             self.workers()
         );
-        let (rank, local) = (self.rank_of(worker), worker % self.local);
+        let (rank, at) = (self.rank_of(worker), Placement::Worker(worker % self.local));
+        self.launch_at(rank, at, access, task);
+    }
+
+    /// Launches `task` on rank `rank`, on whichever of its workers is free first (as
+    /// [`Placement::Any`] places a task of one process); the others only record what it does.
+    /// What [`Replicated::launch`] does otherwise: for programs whose tasks need not stay on
+    /// one worker, so that a rank's workers balance its share among themselves.
+    ///
+    /// ```
+    /// use tactor::implicit::{read, write, Replicated};
+    /// use tactor::{job::Job, Runtime};
+    ///
+    /// let job = Job::launched().unwrap();
+    /// let rt = job.runtime(Runtime::builder().workers(2).pin(false)).unwrap();
+    /// let mut p = Replicated::new(&rt, &job);
+    /// let a = p.region(0, 20u64);
+    /// let b = p.region(0, 0u64);
+    /// let last = job.ranks() - 1;
+    /// p.launch_on_rank(last, (read(&a), write(&b)), |(a, b)| *b = a + 22);
+    /// assert_eq!(p.with(&b, |b| *b).unwrap(), 42);
+    /// ```
+    ///
+    /// # Panics
+    /// If `rank` is not a rank of the job, or as [`Replicated::launch`].
+    #[track_caller]
+    pub fn launch_on_rank<A, F>(&mut self, rank: usize, access: A, task: F)
+    where
+        A: Access,
+        F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+    {
+        let ranks = self.job.ranks();
+        assert!(
+            rank < ranks,
+            "rank {rank} is not one of the job's {ranks} ranks"
+        );
+        self.launch_at(rank, Placement::Any, access, task);
+    }
+
+    /// Launches `task` at `at` on `rank`, after the copies its reads need.
+    #[track_caller]
+    fn launch_at<A, F>(&mut self, rank: usize, at: Placement, access: A, task: F)
+    where
+        A: Access,
+        F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+    {
         let mut declared = std::mem::take(&mut self.declared);
         declared.clear();
         access.declare(&mut declared);
@@ -334,16 +372,16 @@ impl Replicated {
             match d.mode {
                 Mode::Read | Mode::ReadWrite => {
                     self.close(d.region.index);
-                    self.bring(d.region.index, rank, local);
+                    self.bring(d.region.index, rank, at);
                 }
-                Mode::Reduce(op) => self.reduce(d.region.index, op, rank, local),
+                Mode::Reduce(op) => self.reduce(d.region.index, op, rank, at),
                 // A write replaces whatever partial results a group left.
                 Mode::Write => self.shard(d.region.index).group = None,
                 Mode::Constant => {}
             }
         }
         if rank == self.job.rank() {
-            self.program.launch(Placement::Worker(local), access, task);
+            self.program.launch(at, access, task);
         }
         for d in &declared {
             if matches!(d.mode, Mode::Write | Mode::ReadWrite) {
@@ -351,7 +389,7 @@ impl Replicated {
                 shard.version += 1;
                 shard.holds.iter_mut().for_each(|h| *h = false);
                 shard.holds[rank] = true;
-                shard.home = (rank, local);
+                shard.home = (rank, at);
             }
         }
         self.declared = declared;
@@ -367,7 +405,7 @@ impl Replicated {
     /// Adds a reduction on `rank` (its worker `local`) to `region`'s group, opening one (or
     /// closing one of another operator first): a rank's first reducing task of the group
     /// starts from the identity, unless the rank held the value.
-    fn reduce(&mut self, region: u32, op: OpId, rank: usize, local: usize) {
+    fn reduce(&mut self, region: u32, op: OpId, rank: usize, at: Placement) {
         if self
             .shard(region)
             .group
@@ -398,7 +436,7 @@ impl Replicated {
         if group.keeps[rank].is_some() {
             return;
         }
-        group.keeps[rank] = Some(local);
+        group.keeps[rank] = Some(at);
         let partials = group.partials.as_deref().unwrap_or_else(|| {
             panic!(
                 "the reduction {} runs on several ranks but has no Reduction::partials",
@@ -406,7 +444,7 @@ impl Replicated {
             )
         });
         if rank == me {
-            shard.copies.reset(&mut self.program, local, partials);
+            shard.copies.reset(&mut self.program, at, partials);
         }
     }
 
@@ -427,7 +465,7 @@ impl Replicated {
             .collect();
         shard.holds = group.keeps.iter().map(Option::is_some).collect();
         let first = holders[0];
-        shard.home = (first, group.keeps[first].unwrap_or(0));
+        shard.home = (first, group.keeps[first].unwrap_or(Placement::Worker(0)));
         let version = shard.version;
         shard.version += 1;
         let Some(mine) = group.keeps[me] else {
@@ -473,8 +511,8 @@ impl Replicated {
     }
 
     /// Makes `rank` hold the latest version of `region`, copying it there from its home (to
-    /// `local`, the worker that will read it) if it does not.
-    fn bring(&mut self, region: u32, rank: usize, local: usize) {
+    /// `at`, where the task that will read it runs) if it does not.
+    fn bring(&mut self, region: u32, rank: usize, at: Placement) {
         let me = self.job.rank();
         let shard = self
             .shards
@@ -485,7 +523,7 @@ impl Replicated {
             return;
         }
         shard.holds[rank] = true;
-        let (home, home_worker) = shard.home;
+        let (home, home_at) = shard.home;
         let key = (region, shard.version, home as u32);
         if me == home || me == rank {
             self.copies += 1;
@@ -493,12 +531,10 @@ impl Replicated {
         if me == home {
             shard
                 .copies
-                .send(&mut self.program, home_worker, &self.job, PORT, rank, key);
+                .send(&mut self.program, home_at, &self.job, PORT, rank, key);
         } else if me == rank {
             let (slot, arrived) = self.inbox.expect(key);
-            shard
-                .copies
-                .receive(&mut self.program, local, arrived, slot);
+            shard.copies.receive(&mut self.program, at, arrived, slot);
         }
     }
 
@@ -512,7 +548,7 @@ impl Replicated {
     ) -> Result<R, TaskFailed> {
         self.close(region.index());
         for rank in 0..self.job.ranks() {
-            self.bring(region.index(), rank, 0);
+            self.bring(region.index(), rank, Placement::Worker(0));
         }
         self.program.with(region, f)
     }

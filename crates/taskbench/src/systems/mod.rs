@@ -12,6 +12,7 @@ mod implicit;
 pub mod interface;
 mod on_tactor;
 mod parfor;
+mod replicated;
 mod serial;
 pub mod shared;
 pub mod slots;
@@ -26,6 +27,7 @@ pub use forkjoin::ForkJoin;
 pub use futures::Futures;
 pub use implicit::Implicit;
 pub use parfor::ParFor;
+pub use replicated::Replicated;
 pub use serial::Serial;
 pub use tasks::Tasks;
 pub use team::Pass;
@@ -45,6 +47,7 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(Implicit::PLAIN),
         Box::new(Implicit::TRACED),
         Box::new(Implicit::AUTO),
+        Box::new(Replicated),
         Box::new(ForkJoin),
         Box::new(Futures { barrier: false }),
         Box::new(Futures { barrier: true }),
