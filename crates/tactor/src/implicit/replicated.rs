@@ -564,6 +564,34 @@ impl Replicated {
         self.program.end_trace()
     }
 
+    /// An event that triggers once every task this rank launched so far has run (see
+    /// [`Program::fence`]): what a program that issues far ahead waits behind, to keep the
+    /// tasks in flight (and their memory) bounded.
+    ///
+    /// ```
+    /// use tactor::implicit::{read_write, Replicated};
+    /// use tactor::{job::Job, Runtime};
+    ///
+    /// let job = Job::launched().unwrap();
+    /// let rt = job.runtime(Runtime::builder().workers(1).pin(false)).unwrap();
+    /// let mut p = Replicated::new(&rt, &job);
+    /// let x = p.region(0, 0u64);
+    /// let mut fences = std::collections::VecDeque::new();
+    /// for step in 0..100 {
+    ///     p.launch(0, read_write(&x), |x| *x += 1);
+    ///     if step % 10 == 9 {
+    ///         fences.push_back(p.fence());
+    ///         if fences.len() > 2 {
+    ///             fences.pop_front().unwrap().wait().unwrap();
+    ///         }
+    ///     }
+    /// }
+    /// assert_eq!(p.with(&x, |x| *x).unwrap(), 100);
+    /// ```
+    pub fn fence(&mut self) -> Event {
+        self.program.fence()
+    }
+
     /// Waits for every task this rank launched; the first failure, if one failed.
     pub fn finish(&mut self) -> Result<(), TaskFailed> {
         self.program.finish()

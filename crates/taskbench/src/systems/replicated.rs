@@ -2,15 +2,14 @@
 //! replicated over the job ([`tactor::implicit::Replicated`]). Every rank issues every launch;
 //! each runs on the rank its point is placed on (the block distribution), on whichever of its
 //! workers is free, and the runtime copies an output to another rank when a task there reads
-//! it. Each output is a
-//! region, in two rows by timestep parity; the analysis orders every reuse. No edge and no
-//! message is written here.
+//! it. Each output is a region, in two rows by timestep parity, and each point's scratch one
+//! more; the analysis orders every reuse. No edge and no message is written here.
 
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{block_owners, footprint, run_inputs};
 use super::team::Pass;
 use std::sync::{Arc, Mutex};
-use tactor::implicit::{read, write, Read, Region, Replicated as Program};
+use tactor::implicit::{read, read_write, write, Read, Region, Replicated as Program};
 use tactor::job::Job;
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -19,6 +18,9 @@ use taskbench_core::validate::TaskError;
 
 /// The implicit program, its copies between ranks derived by the runtime.
 pub struct Replicated;
+
+/// Timesteps between two fences of the program.
+const FENCE_EVERY: i64 = 8;
 
 impl System for Replicated {
     fn name(&self) -> &'static str {
@@ -31,10 +33,10 @@ impl System for Replicated {
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
-        // Every rank holds every output region (two rows), and every task of the pass is
-        // issued before the first is waited for.
+        // Every rank holds every output region (two rows), and up to three fences' worth of
+        // timesteps are in flight.
         footprint::rows(app, 2, 1)
-            .saturating_add(footprint::per_task(app, |t| t, 1024, 160))
+            .saturating_add(footprint::per_task(app, |_| 3 * FENCE_EVERY, 1024, 160))
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
@@ -47,31 +49,23 @@ impl System for Replicated {
         let mut prog = Program::new(&rt.handle(), &job);
         let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());
         let ranks = job.ranks();
-        // Per graph, the rank of each point, and its output regions in two rows.
+        // Per graph, the rank of each point, and its regions: outputs in two rows, scratch.
         let owners: Vec<Vec<usize>> = (plans.iter())
             .map(|p| block_owners(ranks, p.graph().max_width))
             .collect();
-        let regions: Vec<[Vec<Region<Vec<u8>>>; 2]> = (plans.iter().zip(&owners))
-            .map(|(plan, owners)| {
-                let bytes = plan.graph().output_bytes_per_task;
-                [0, 1].map(|_| {
-                    (owners.iter())
-                        .map(|&r| prog.region(r * cfg.workers, vec![0; bytes]))
-                        .collect()
-                })
+        let mut row = |g: usize, value: &[u8]| -> Vec<Region<Vec<u8>>> {
+            let homes = owners[g].iter().map(|&r| r * cfg.workers);
+            homes.map(|w| prog.region(w, value.to_vec())).collect()
+        };
+        let regions: Vec<[Vec<Region<Vec<u8>>>; 3]> = (plans.iter().enumerate())
+            .map(|(g, p)| {
+                let (zeros, scratch) = (
+                    vec![0; p.graph().output_bytes_per_task],
+                    new_scratch(p.graph().scratch_bytes_per_task),
+                );
+                [row(g, &zeros), row(g, &zeros), row(g, &scratch)]
             })
             .collect();
-        // A task runs to its end on one worker: a scratch buffer per worker and graph.
-        let scratch: Arc<Vec<Vec<Mutex<Vec<u8>>>>> = Arc::new(
-            (plans.iter())
-                .map(|p| {
-                    let bytes = p.graph().scratch_bytes_per_task;
-                    (0..cfg.workers)
-                        .map(|_| Mutex::new(new_scratch(bytes)))
-                        .collect()
-                })
-                .collect(),
-        );
         // The first validation failure, reported after the pass.
         let error: Arc<Mutex<Option<TaskError>>> = Arc::default();
         let steps = (plans.iter())
@@ -81,7 +75,19 @@ impl System for Replicated {
         let prog = Mutex::new(prog);
         super::timing::passes(&rt, remote.as_deref(), || {
             let mut prog = prog.lock().unwrap_or_else(|p| p.into_inner());
+            let mut fences = std::collections::VecDeque::new();
             for t in 0..steps {
+                // Issued at most two fences ahead: the tasks in flight, and their memory, stay
+                // bounded however long the graph.
+                if t % FENCE_EVERY == FENCE_EVERY - 1 {
+                    fences.push_back(prog.fence());
+                    if fences.len() > 2 {
+                        let oldest = fences.pop_front().expect("three fences");
+                        oldest
+                            .wait()
+                            .map_err(|e| RunError::Runtime(e.to_string()))?;
+                    }
+                }
                 let live = plans
                     .iter()
                     .enumerate()
@@ -92,26 +98,18 @@ impl System for Replicated {
                         let ins: Vec<Read<Vec<u8>>> = (plan.deps(t, p).iter())
                             .map(|&d| read(&rows[1 - row][d as usize]))
                             .collect();
-                        let out = write(&rows[row][p as usize]);
-                        let (plans, scratch, error) =
-                            (plans.clone(), scratch.clone(), error.clone());
-                        prog.launch_on_rank(
-                            owners[gi][p as usize],
-                            (ins, out),
-                            move |(ins, out)| {
-                                let w = tactor::current_worker().expect("tasks run on workers");
-                                let mut scratch =
-                                    scratch[gi][w].lock().unwrap_or_else(|p| p.into_inner());
-                                let ins = ins.iter().map(|v| &v[..]);
-                                if let Err(e) = run_inputs(&plans[gi], t, p, out, &mut scratch, ins)
-                                {
-                                    error
-                                        .lock()
-                                        .unwrap_or_else(|p| p.into_inner())
-                                        .get_or_insert(e);
-                                }
-                            },
-                        );
+                        let at = p as usize;
+                        let access = (ins, write(&rows[row][at]), read_write(&rows[2][at]));
+                        let (plans, error) = (plans.clone(), error.clone());
+                        prog.launch_on_rank(owners[gi][at], access, move |(ins, out, scratch)| {
+                            let ins = ins.iter().map(|v| &v[..]);
+                            if let Err(e) = run_inputs(&plans[gi], t, p, out, scratch, ins) {
+                                error
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .get_or_insert(e);
+                            }
+                        });
                     }
                 }
             }
