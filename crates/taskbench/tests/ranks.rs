@@ -221,6 +221,13 @@ fn auto_matrix_on_two_and_three_ranks() {
 #[test]
 fn replicated_matrix_on_two_and_three_ranks() {
     matrix("replicated");
+    // Long enough for automatic tracing to find the repeating fragment on every rank.
+    same_as_one_process(
+        "replicated",
+        3,
+        1,
+        "-steps 600 -width 6 -type nearest -radix 3",
+    );
     let flags = "-steps 12 -width 5 -type nearest -radix 3 -output 40 -system replicated \
                  -worker 2 -and -steps 6 -width 4 -type all_to_all -output 20000";
     let mut c = Mpirun::new().unwrap();

@@ -592,6 +592,30 @@ impl Replicated {
         self.program.fence()
     }
 
+    /// Turns automatic tracing of this rank's program on or off ([`Program::auto_trace`]):
+    /// each rank finds the repeating fragments of its own share, the copies it sends and
+    /// receives included (their arrivals are the fragments' outside events).
+    ///
+    /// ```
+    /// use tactor::implicit::{read, read_write, Replicated};
+    /// use tactor::{job::Job, Runtime};
+    ///
+    /// let job = Job::launched().unwrap();
+    /// let rt = job.runtime(Runtime::builder().workers(1).pin(false)).unwrap();
+    /// let mut p = Replicated::new(&rt, &job);
+    /// p.auto_trace(true);
+    /// let (x, y) = (p.region(0, 0u64), p.region(0, 0u64));
+    /// for _ in 0..1000 {
+    ///     p.launch(0, read_write(&x), |x| *x += 1);
+    ///     p.launch(0, (read(&x), read_write(&y)), |(x, y)| *y += *x);
+    /// }
+    /// assert_eq!(p.with(&y, |y| *y).unwrap(), 1000 * 1001 / 2);
+    /// assert!(p.local().auto_stats().fragments > 0);
+    /// ```
+    pub fn auto_trace(&mut self, on: bool) {
+        self.program.auto_trace(on);
+    }
+
     /// Waits for every task this rank launched; the first failure, if one failed.
     pub fn finish(&mut self) -> Result<(), TaskFailed> {
         self.program.finish()

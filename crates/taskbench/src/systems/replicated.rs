@@ -3,7 +3,9 @@
 //! each runs on the rank its point is placed on (the block distribution), on whichever of its
 //! workers is free, and the runtime copies an output to another rank when a task there reads
 //! it. Each output is a region, in two rows by timestep parity, and each point's scratch one
-//! more; the analysis orders every reuse. No edge and no message is written here.
+//! more; the analysis orders every reuse, and automatic tracing replays the repeating
+//! timesteps (on each rank its share, copies included). No edge and no message is written
+//! here.
 
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{block_owners, footprint, run_inputs};
@@ -28,8 +30,8 @@ impl System for Replicated {
     }
 
     fn about(&self) -> &'static str {
-        "Tactor's implicit parallelism control-replicated over the job: the runtime derives \
-         every edge and every copy between ranks"
+        "Tactor's implicit parallelism control-replicated over the job, traced automatically: \
+         the runtime derives every edge and every copy between ranks"
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
@@ -47,6 +49,7 @@ impl System for Replicated {
             None => Job::in_process(1, cfg.workers).remove(0),
         };
         let mut prog = Program::new(&rt.handle(), &job);
+        prog.auto_trace(true);
         let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());
         let ranks = job.ranks();
         // Per graph, the rank of each point, and its regions: outputs in two rows, scratch.
