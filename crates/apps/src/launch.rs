@@ -7,6 +7,18 @@ use std::sync::Arc;
 use tactor::job::Job;
 use tactor::Runtime;
 
+/// What every command does first: ends on SIGTERM or SIGINT with one line (from one rank of
+/// a job), then parses its flags (a bad one: one line, exit 2; `--help` and `--version` from
+/// rank 0 only).
+pub fn parse<C: clap::Parser>(program: &str) -> Result<C, ExitCode> {
+    let quiet = tactor_cli::args::other_rank();
+    if let Err(e) = tactor_cli::signals::exit_on_termination(program, quiet) {
+        tactor_cli::say!("error: could not handle termination signals: {e}");
+        return Err(ExitCode::FAILURE);
+    }
+    Ok(tactor_cli::args::parse())
+}
+
 /// Joins the launcher's job (or makes a job of one) as `program` with `workers` workers a
 /// rank, checks that a run needing `bytes` bytes of `what` fits, and starts the runtime; on a
 /// failure, one line per job and the exit code to end with.

@@ -133,15 +133,7 @@ fn a_rank_that_fails_ends_every_rank_named_once() {
     for (np, bad) in [(2, 1), (3, 0), (3, 2)] {
         for args in ["-n 20 -s 40", "-n 20 -s 40 --trace"] {
             let out = mpirun(np, &[], &[("HEAT_FAULT", &bad.to_string())], args);
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(!out.status.success(), "{np} ranks, {args}: {err}");
-            let ours: Vec<&str> = err.lines().filter(|l| l.contains("error: ")).collect();
-            assert_eq!(ours.len(), 1, "{np} ranks, {args}: {err}");
-            assert!(
-                ours[0].contains(&format!("rank {bad}: injected fault")),
-                "{np} ranks, {args}: {err}"
-            );
-            assert!(out.stdout.is_empty(), "no report after a failure");
+            common::failed_once(&out, bad, &format!("{np} ranks, {args}"));
         }
     }
 }

@@ -96,14 +96,6 @@ fn a_rank_that_fails_ends_every_rank_named_once() {
         let env = [("LCS_FAULT", bad.to_string())];
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let out = common::mpirun(env!("CARGO_BIN_EXE_lcs"), np, &[], &env, "-n 500 -t 20");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{np} ranks: {err}");
-        let ours: Vec<&str> = err.lines().filter(|l| l.contains("error: ")).collect();
-        assert_eq!(ours.len(), 1, "{np} ranks: {err}");
-        assert!(
-            ours[0].contains(&format!("rank {bad}: injected fault")),
-            "{np} ranks: {err}"
-        );
-        assert!(out.stdout.is_empty(), "no report after a failure");
+        common::failed_once(&out, bad, &format!("{np} ranks"));
     }
 }

@@ -33,12 +33,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let quiet = tactor_cli::args::other_rank();
-    if let Err(e) = tactor_cli::signals::exit_on_termination("heat", quiet) {
-        tactor_cli::say!("error: could not handle termination signals: {e}");
-        return ExitCode::FAILURE;
-    }
-    let cli: Cli = tactor_cli::args::parse();
+    let cli: Cli = match launch::parse("heat") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let workers = cli.workers as usize;
     let ranks = tactor_comm::launcher::job().map_or(1, |(n, _)| n);
     let blocks = workers.saturating_mul(ranks);

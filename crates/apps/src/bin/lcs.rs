@@ -30,12 +30,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let quiet = tactor_cli::args::other_rank();
-    if let Err(e) = tactor_cli::signals::exit_on_termination("lcs", quiet) {
-        tactor_cli::say!("error: could not handle termination signals: {e}");
-        return ExitCode::FAILURE;
-    }
-    let cli: Cli = tactor_cli::args::parse();
+    let cli: Cli = match launch::parse("lcs") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let workers = cli.workers as usize;
     // The strings, a row of tiles' edges and the serial check's row, a few times over.
     let bytes = (cli.length as u128) * 16;

@@ -84,12 +84,10 @@ fn tolerance(s: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
-    let quiet = tactor_cli::args::other_rank();
-    if let Err(e) = tactor_cli::signals::exit_on_termination("tactor-apps", quiet) {
-        tactor_cli::say!("error: could not handle termination signals: {e}");
-        return ExitCode::FAILURE;
-    }
-    let cli: Cli = tactor_cli::args::parse();
+    let cli: Cli = match launch::parse("tactor-apps") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let workers = cli.workers as usize;
     let bytes = match cli.app {
         // in and out, with two generations of strips (small beside them).

@@ -16,3 +16,19 @@ pub fn mpirun(exe: &str, np: usize, launcher: &[&str], env: &[(&str, &str)], arg
     })
     .expect("mpirun not found: install openmpi-bin (scripts/test.sh does)")
 }
+
+// Each test binary compiles this module; not every one fails a rank.
+#[allow(dead_code)]
+/// Asserts that a job in which rank `bad` failed (`what` names the run) ended non-zero with
+/// one line of ours, from that rank, and no report.
+pub fn failed_once(out: &Output, bad: usize, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{what}: {err}");
+    let ours: Vec<&str> = err.lines().filter(|l| l.contains("error: ")).collect();
+    assert_eq!(ours.len(), 1, "{what}: {err}");
+    assert!(
+        ours[0].contains(&format!("rank {bad}: injected fault")),
+        "{what}: {err}"
+    );
+    assert!(out.stdout.is_empty(), "{what}: no report after a failure");
+}
