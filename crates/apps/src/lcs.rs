@@ -34,6 +34,34 @@ pub struct Outcome {
     pub seconds: f64,
 }
 
+/// The most tiles a run may have: every tile's task and future are made before the first
+/// is waited for (about a kilobyte each with their edges in flight), so a table cut finer
+/// than this would take the machine's memory before it took its cores.
+pub const MAX_TILES: usize = 1 << 20;
+
+/// Why `length` strings cut in tiles of `tile` cannot run, if they cannot.
+///
+/// ```
+/// use tactor_apps::lcs::refused;
+/// assert!(refused(20_000, 500).is_none());
+/// assert!(refused(200_000, 1).unwrap().contains("tiles"));
+/// ```
+pub fn refused(length: usize, tile: usize) -> Option<String> {
+    if length == 0 || tile == 0 {
+        return Some(format!(
+            "the strings ({length}) and tiles ({tile}) must not be empty"
+        ));
+    }
+    let side = length.div_ceil(tile);
+    match side.checked_mul(side).filter(|&n| n <= MAX_TILES) {
+        Some(_) => None,
+        None => Some(format!(
+            "-n {length} -t {tile} makes {side} x {side} tiles, more than {MAX_TILES}: take larger tiles (-t {} or more)",
+            length.div_ceil(1 << 10)
+        )),
+    }
+}
+
 /// The two strings of a run: `length` letters of a four-letter alphabet each, drawn from a
 /// fixed seed (the same on every rank).
 ///
@@ -109,11 +137,8 @@ fn tile(a: &[u8], b: &[u8], top: &[u32], left: &[u32]) -> Vec<u32> {
 /// assert_eq!(run(&rt, &job, p).unwrap().lcs, serial(&a, &b));
 /// ```
 pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
-    if p.length == 0 || p.tile == 0 {
-        return Err(format!(
-            "the strings ({}) and tiles ({}) must not be empty",
-            p.length, p.tile
-        ));
+    if let Some(why) = refused(p.length, p.tile) {
+        return Err(why);
     }
     let (a, b) = strings(p.length);
     let (a, b) = (Arc::new(a), Arc::new(b));

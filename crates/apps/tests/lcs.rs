@@ -42,7 +42,7 @@ fn the_command_checks_itself_and_refuses_bad_sizes() {
     );
     assert!(text.contains("1 ranks x 2 workers"), "{text}");
     assert!(text.contains("checked against the serial result"), "{text}");
-    for bad in [["-n", "0"], ["-t", "0"], ["-w", "many"]] {
+    for bad in [["-n", "0"], ["-t", "0"], ["-w", "many"], ["-t", "1"]] {
         let out = Command::new(env!("CARGO_BIN_EXE_lcs"))
             .args(bad)
             .output()

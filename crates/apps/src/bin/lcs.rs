@@ -35,8 +35,15 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let workers = cli.workers as usize;
-    // The strings, a row of tiles' edges and the serial check's row, a few times over.
-    let bytes = (cli.length as u128) * 16;
+    if let Some(why) = lcs::refused(cli.length as usize, cli.tile as usize) {
+        if let Some(line) = tactor_cli::args::bad_args_line(&why) {
+            tactor_cli::say!("error: {line}");
+        }
+        return ExitCode::from(2);
+    }
+    // The strings, the serial check's row, and every tile's task and edges.
+    let tiles = (cli.length.div_ceil(cli.tile) as u128).pow(2);
+    let bytes = (cli.length as u128) * 16 + tiles * 1024 + (cli.length as u128) * 8 * 4;
     let (job, rt) = match launch::start("lcs", workers, bytes, "the strings") {
         Ok(started) => started,
         Err(code) => return code,
