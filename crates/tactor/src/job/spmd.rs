@@ -161,6 +161,7 @@ impl Spmd {
     ///
     /// # Panics
     /// If `worker` is not a worker of the job.
+    #[track_caller]
     pub fn spawn<T, F>(&mut self, worker: usize, inputs: &[&Value<T>], task: F) -> Value<T>
     where
         T: Wire + Clone + Default,
@@ -211,6 +212,7 @@ impl Spmd {
     ///
     /// # Panics
     /// If `worker` is not a worker of the job.
+    #[track_caller]
     pub fn launch<F>(&mut self, worker: usize, after: &[&dyn Held], task: F) -> Value<()>
     where
         F: FnOnce() + Send + 'static,
@@ -227,6 +229,7 @@ impl Spmd {
     }
 
     /// The rank that owns job-wide worker `worker`.
+    #[track_caller]
     fn rank_of(&self, worker: usize) -> usize {
         assert!(
             worker < self.workers(),
