@@ -160,7 +160,17 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
             let (has_up, has_left) = (up.is_some(), left.is_some());
             let (a, b) = (a.clone(), b.clone());
             let t = s.spawn(j % s.workers(), &ins, move |ins| {
-                let zeros = vec![0; rows.len().max(cols.len()) + 1];
+                // Zeros stand in for the edges beyond the table's: only its first row and
+                // column of tiles need them.
+                let edge = !(has_up && has_left);
+                let zeros = vec![
+                    0;
+                    if edge {
+                        rows.len().max(cols.len()) + 1
+                    } else {
+                        0
+                    }
+                ];
                 let top = if has_up {
                     &ins[0][..cols.len()]
                 } else {

@@ -172,16 +172,11 @@ impl Spmd {
             self.bring(v, rank);
         }
         let here = (rank == self.job.rank()).then(|| {
-            let futures: Vec<Future<T>> = inputs.iter().map(|v| local(v)).collect();
-            let after: Vec<_> = futures.iter().map(|f| f.event().clone()).collect();
-            self.handle
-                .spawn(Placement::Worker(worker % self.local), &after, move || {
-                    let values: Vec<T> = futures
-                        .iter()
-                        .map(|f| f.get().expect("inputs ran").clone())
-                        .collect();
-                    task(&values)
-                })
+            let futures = inputs.iter().map(|v| local(v));
+            let at = Placement::Worker(worker % self.local);
+            (self.handle).dataflow(at, futures, |ins| {
+                task(&ins.iter().cloned().collect::<Vec<T>>())
+            })
         });
         self.value(rank, here)
     }
