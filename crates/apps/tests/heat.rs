@@ -67,12 +67,7 @@ fn the_command_checks_itself_in_one_process() {
         .args(["-n", "50", "-s", "30", "-w", "2", "--trace"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::ok_text(&out, "-n 50 -s 30 -w 2 --trace");
     assert!(
         text.contains("heat: 100 cells, 30 steps, 1 ranks x 2 workers, traced"),
         "{text}"
@@ -92,12 +87,7 @@ fn under_mpirun_on_one_two_and_three_ranks() {
     for np in [1, 2, 3] {
         for args in ["-n 40 -s 25", "-n 40 -s 25 --trace -w 2"] {
             let out = mpirun(np, &[], &[], args);
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success(),
-                "-np {np} {args}: {text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let text = common::ok_text(&out, &format!("-np {np} {args}"));
             assert_eq!(text.lines().count(), 1, "rank 0 alone reports: {text}");
             assert!(text.contains(&format!("{np} ranks")), "{text}");
             assert!(text.contains("checked against the serial result"), "{text}");
@@ -116,12 +106,7 @@ fn over_tcp_without_shared_memory() {
             &[("TACTOR_COMM_SHM", "0")],
             "-n 30 -s 20 --trace",
         );
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "-np {np}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = common::ok_text(&out, &format!("-np {np}"));
         assert!(text.contains("checked against the serial result"), "{text}");
     }
 }

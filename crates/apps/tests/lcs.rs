@@ -34,12 +34,7 @@ fn the_command_checks_itself_and_refuses_bad_sizes() {
         .args(["-n", "400", "-t", "37", "-w", "2"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::ok_text(&out, "-n 400 -t 37 -w 2");
     assert!(text.contains("1 ranks x 2 workers"), "{text}");
     assert!(text.contains("checked against the serial result"), "{text}");
     for bad in [["-n", "0"], ["-t", "0"], ["-w", "many"], ["-t", "1"]] {
@@ -68,13 +63,8 @@ fn under_mpirun_on_one_two_and_three_ranks_shared_memory_or_tcp() {
             env,
             "-n 600 -t 50 -w 1",
         );
-        let text = String::from_utf8_lossy(&out.stdout);
         let what = format!("-np {np}, tcp {tcp}");
-        assert!(
-            out.status.success(),
-            "{what}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = common::ok_text(&out, &what);
         assert_eq!(
             text.lines().count(),
             1,

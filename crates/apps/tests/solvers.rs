@@ -119,34 +119,24 @@ fn apps(args: &str) -> Output {
         .unwrap()
 }
 
-fn ok_text(out: &Output, what: &str) -> String {
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
 #[test]
 fn the_command_validates_and_reports_in_one_process() {
-    let text = ok_text(&apps("-w 2 --trace stencil -n 40 -i 5 -t 2"), "stencil");
+    let text = common::ok_text(&apps("-w 2 --trace stencil -n 40 -i 5 -t 2"), "stencil");
     assert!(text.contains("solution validates"), "{text}");
     assert!(text.contains("2 x 2 tiles"), "{text}");
-    let text = ok_text(
+    let text = common::ok_text(
         &apps("-w 2 stencil -n 40 -i 5 -t 3 --across 6"),
         "stencil 6 x 1",
     );
     assert!(text.contains("6 x 1 tiles"), "{text}");
     assert!(text.contains("Rate (MFlops/s): "), "{text}");
-    let text = ok_text(&apps("-w 2 cg -n 300 -k 20 --json"), "cg");
+    let text = common::ok_text(&apps("-w 2 cg -n 300 -k 20 --json"), "cg");
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(v["app"], "cg");
     assert_eq!(v["iterations"], 20);
     assert!(v["residual"].as_f64().unwrap() > 0.0);
     assert_eq!(v["checked_against_serial"], true);
-    let text = ok_text(&apps("cg -n 50 -k 100 --tol 1e-9"), "cg to a tolerance");
+    let text = common::ok_text(&apps("cg -n 50 -k 100 --tol 1e-9"), "cg to a tolerance");
     assert!(text.contains("within"), "{text}");
 }
 
@@ -190,7 +180,7 @@ fn under_mpirun_on_one_two_and_three_ranks() {
             ("cg -n 100 -k 15", "of the serial solve"),
             ("--trace cg -n 100 -k 15 -b 2", "of the serial solve"),
         ] {
-            let text = ok_text(&mpirun(np, &[], &[], args), &format!("-np {np} {args}"));
+            let text = common::ok_text(&mpirun(np, &[], &[], args), &format!("-np {np} {args}"));
             assert!(text.contains(says), "-np {np} {args}: {text}");
             assert!(text.contains(&format!("{np} rank")), "{text}");
         }
@@ -208,7 +198,7 @@ fn over_tcp_without_shared_memory() {
             &[("TACTOR_COMM_SHM", "0")],
             args,
         );
-        let text = ok_text(&out, args);
+        let text = common::ok_text(&out, args);
         assert!(text.contains("3 ranks"), "{text}");
     }
 }

@@ -1,8 +1,20 @@
-//! What the apps' tests share: a real `mpirun` of one of the crate's commands.
-#![cfg(feature = "mpi")]
+//! What the apps' tests share: a command's report once it succeeded, a real `mpirun` of one
+//! of the crate's commands, and how a job with a failing rank must end.
 
 use std::process::Output;
 
+/// The standard output of a command that must have succeeded (`what` names the run).
+pub fn ok_text(out: &Output, what: &str) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[cfg(feature = "mpi")]
 /// `mpirun -np NP [LAUNCHER...] [-x K=V...] EXE ARGS`: `exe` one of the crate's commands.
 pub fn mpirun(exe: &str, np: usize, launcher: &[&str], env: &[(&str, &str)], args: &str) -> Output {
     tactor_comm::launcher::run_mpirun(|c| {
@@ -18,6 +30,7 @@ pub fn mpirun(exe: &str, np: usize, launcher: &[&str], env: &[(&str, &str)], arg
 }
 
 // Each test binary compiles this module; not every one fails a rank.
+#[cfg(feature = "mpi")]
 #[allow(dead_code)]
 /// Asserts that a job in which rank `bad` failed (`what` names the run) ended non-zero with
 /// one line of ours, from that rank, and no report.
