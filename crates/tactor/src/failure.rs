@@ -29,6 +29,8 @@ impl fmt::Display for TaskLabel {
 pub enum Cause {
     /// The task panicked with this message.
     Panicked(String),
+    /// The task ended itself as failed ([`fail`]), for this reason.
+    Failed(String),
     /// The runtime shut down before the task could run.
     Cancelled,
 }
@@ -59,6 +61,10 @@ impl fmt::Display for Failure {
                 task,
                 cause: Cause::Panicked(msg),
             } => write!(f, "{task} panicked: {msg}"),
+            Failure::Task {
+                task,
+                cause: Cause::Failed(why),
+            } => write!(f, "{task} failed: {why}"),
             Failure::Task {
                 task,
                 cause: Cause::Cancelled,
@@ -114,13 +120,42 @@ impl fmt::Display for AlreadyTriggered {
 
 impl std::error::Error for AlreadyTriggered {}
 
-/// The message of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
+/// What [`fail`] unwinds with.
+struct Failing(String);
+
+/// Ends the running task as failed, for `reason`, without a panic: its event is poisoned
+/// with [`Cause::Failed`], and what depends on it does not run, as after a panic. No panic
+/// hook runs, so nothing is printed — and on a rank of a [`Job`](crate::job::Job), where a
+/// panic ends the whole job, a failed task ends only its dependents (the program decides
+/// what the failure means, e.g. from [`TaskFailed`] where it waits).
+///
+/// Called outside a task, it unwinds like a panic that no hook sees.
+///
+/// ```
+/// use tactor::{Cause, Failure, Placement, Runtime};
+///
+/// let rt = Runtime::new(1).unwrap();
+/// let bad = rt.launch(Placement::Any, &[], || tactor::fail("input 3 is stale"));
+/// let after = rt.launch(Placement::Any, &[bad], || unreachable!("a dependent of a failed task"));
+/// let e = after.wait().unwrap_err();
+/// match e.failure() {
+///     Failure::Task { cause, .. } => assert_eq!(*cause, Cause::Failed("input 3 is stale".into())),
+///     other => panic!("{other}"),
+/// }
+/// ```
+pub fn fail(reason: impl Into<String>) -> ! {
+    std::panic::resume_unwind(Box::new(Failing(reason.into())))
+}
+
+/// How a task whose body unwound with `payload` failed.
+pub(crate) fn cause_of(payload: &(dyn std::any::Any + Send)) -> Cause {
+    if let Some(f) = payload.downcast_ref::<Failing>() {
+        Cause::Failed(f.0.clone())
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        Cause::Panicked((*s).to_string())
     } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
+        Cause::Panicked(s.clone())
     } else {
-        "a non-string panic payload".to_string()
+        Cause::Panicked("a non-string panic payload".to_string())
     }
 }

@@ -105,7 +105,7 @@ mod subgraph;
 mod sync;
 
 pub use event::{Event, UserEvent};
-pub use failure::{AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
+pub use failure::{fail, AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
 pub use forkjoin::{for_each, for_each_mut, join};
 pub use future::{Future, Inputs, Promise};
 pub use runtime::ABANDON_AFTER;

@@ -351,3 +351,40 @@ fn a_panic_payload_whose_drop_panics_poisons_and_the_worker_lives() {
     );
     rt.launch(Placement::Worker(0), &[], || {}).wait().unwrap();
 }
+
+/// `tactor::fail` ends a task as failed with its reason, not a panic: in a task launched
+/// directly and in a traced program's replay (a compiled instance), its dependents do not run
+/// and whoever waits learns the reason.
+#[test]
+fn a_task_that_fails_poisons_its_dependents_with_its_reason() {
+    use tactor::implicit::{read_write, Program};
+    let reason = |e: &tactor::TaskFailed| match e.failure() {
+        Failure::Task { cause, .. } => cause.clone(),
+        other => panic!("wrong failure {other:?}"),
+    };
+    let rt = Runtime::new(2).unwrap();
+    let bad = rt.launch(Placement::Any, &[], || tactor::fail("no input"));
+    let after = rt.launch(Placement::Any, &[bad], || {
+        unreachable!("after a failed task")
+    });
+    let e = after.wait().unwrap_err();
+    assert_eq!(reason(&e), Cause::Failed("no input".into()));
+    assert!(e.to_string().contains("failed: no input"), "{e}");
+    let mut p = Program::new(&rt);
+    let x = p.region(0u64);
+    for k in 0..3u64 {
+        p.begin_trace(1).unwrap();
+        p.launch(Placement::Any, read_write(&x), move |x| {
+            if k == 2 {
+                tactor::fail(format!("round {k}"));
+            }
+            *x += 1
+        });
+        p.launch(Placement::Any, read_write(&x), |x| *x += 10);
+        let done = p.end_trace().unwrap().wait();
+        match k {
+            2 => assert_eq!(reason(&done.unwrap_err()), Cause::Failed("round 2".into())),
+            _ => done.unwrap(),
+        }
+    }
+}

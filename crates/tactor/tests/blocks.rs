@@ -110,12 +110,12 @@ fn a_failed_rank_ends_the_receives_that_wait_for_it() {
 #[test]
 fn injected_faults_act_once_on_the_message_they_are_due_for() {
     use std::time::Duration;
-    use tactor::job::exchange::Fault;
+    use tactor::job::Fault;
     let run = |fault: Fault| {
         Job::run_in_process(2, 1, move |_rt, job| {
             let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 2)]);
             if job.rank() == 0 {
-                blocks.exchange().inject(fault);
+                job.inject(fault);
             }
             let mut seen = Vec::new();
             for t in 0..3 {

@@ -226,3 +226,38 @@ fn launches_on_a_rank_run_on_any_of_its_workers_and_get_their_copies() {
         }
     }
 }
+
+/// Faults a rank injects into the copies it sends (`Job::inject`): a corrupt copy reaches its
+/// reader with its first byte flipped, the first copy only; a late one (the second copy sent)
+/// is waited for and arrives intact.
+#[test]
+fn injected_faults_act_on_the_one_copy_they_are_due_for() {
+    use std::time::Duration;
+    use tactor::implicit::read_write;
+    use tactor::job::Fault;
+    let run = |fault: Fault| {
+        let runs = Job::run_in_process(2, 1, move |rt, job| {
+            let mut p = Replicated::new(rt, job);
+            if job.rank() == 0 {
+                job.inject(fault);
+            }
+            let src = p.region(0, vec![0u8; 2]);
+            let seen = p.region(1, Vec::<u8>::new());
+            for k in 0..3u8 {
+                p.launch(0, write(&src), move |v| *v = vec![k, 7]);
+                p.launch(1, (read(&src), read_write(&seen)), |(s, seen)| {
+                    seen.extend_from_slice(s)
+                });
+            }
+            p.with(&seen, |s| s.clone()).unwrap()
+        });
+        runs.into_iter().map(Result::unwrap).collect::<Vec<_>>()
+    };
+    let corrupt = run(Fault::Corrupt);
+    assert_eq!(corrupt, [[1, 7, 1, 7, 2, 7], [1, 7, 1, 7, 2, 7]]);
+    let slow = run(Fault::Slow {
+        step: 1,
+        pause: Duration::from_millis(if cfg!(miri) { 1 } else { 50 }),
+    });
+    assert_eq!(slow, [[0, 7, 1, 7, 2, 7], [0, 7, 1, 7, 2, 7]]);
+}

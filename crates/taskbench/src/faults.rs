@@ -37,11 +37,11 @@ pub fn injected_fault(rank: usize) -> Option<Fault> {
 /// receiver is sure to be waiting for it.
 const SLOW_AT: i64 = 20;
 
-/// `exchange` with the fault `TASKBENCH_FAULT` asks its rank to inject into its sends, if any.
-pub fn inject(exchange: &tactor::job::Exchange) {
-    use tactor::job::exchange::Fault as WireFault;
-    if let Some(f) = injected_fault(exchange.job().rank()) {
-        exchange.inject(match f {
+/// `job` with the fault `TASKBENCH_FAULT` asks its rank to inject into its sends, if any.
+pub fn inject(job: &tactor::job::Job) {
+    use tactor::job::Fault as WireFault;
+    if let Some(f) = injected_fault(job.rank()) {
+        job.inject(match f {
             Fault::Corrupt => WireFault::Corrupt,
             Fault::Panic => WireFault::Panic,
             Fault::Slow => WireFault::Slow {

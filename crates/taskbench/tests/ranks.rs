@@ -216,8 +216,8 @@ fn auto_matrix_on_two_and_three_ranks() {
     );
 }
 
-/// `replicated` has no exchange code: the runtime derives its copies between ranks. Every
-/// type, and over TCP without shared memory, as on two hosts.
+/// `replicated` has no exchange code: the runtime derives its copies between ranks (over TCP
+/// without shared memory and with faults: with the others, `RANK_SYSTEMS`).
 #[test]
 fn replicated_matrix_on_two_and_three_ranks() {
     matrix("replicated");
@@ -228,27 +228,6 @@ fn replicated_matrix_on_two_and_three_ranks() {
         1,
         "-steps 600 -width 6 -type nearest -radix 3",
     );
-    let flags = "-steps 12 -width 5 -type nearest -radix 3 -output 40 -system replicated \
-                 -worker 2 -and -steps 6 -width 4 -type all_to_all -output 20000";
-    let mut c = Mpirun::new().unwrap();
-    c.args([
-        "-np",
-        "2",
-        "--mca",
-        "btl",
-        "self,tcp",
-        "-x",
-        "TACTOR_COMM_SHM",
-    ]);
-    c.env("TACTOR_COMM_SHM", "0");
-    let o = (c
-        .arg(env!("CARGO_BIN_EXE_taskbench"))
-        .args(flags.split_whitespace()))
-    .output()
-    .unwrap();
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    assert_eq!(number(&out, "Total Tasks"), 12 * 5 + 6 * 4, "{out}");
 }
 
 #[test]
@@ -298,11 +277,19 @@ fn bad_flags_are_reported_once() {
     );
 }
 
-/// Systems that run on ranks.
-/// Every system with exchange code of its own (`parfor` exchanges as `forkjoin` does,
-/// `futures-barrier` as `futures`).
-const RANK_SYSTEMS: [&str; 8] = [
-    "bsp", "tasks", "compiled", "implicit", "traced", "auto", "forkjoin", "futures",
+/// Systems that run on ranks: every system with exchange code of its own (`parfor` exchanges
+/// as `forkjoin` does, `futures-barrier` as `futures`), and `replicated`, whose copies the
+/// runtime sends (its faults injected there).
+const RANK_SYSTEMS: [&str; 9] = [
+    "bsp",
+    "tasks",
+    "compiled",
+    "implicit",
+    "traced",
+    "auto",
+    "forkjoin",
+    "futures",
+    "replicated",
 ];
 
 /// Ranks that cannot share memory, as on two hosts: no node-local rings
@@ -415,8 +402,7 @@ fn children(parent: u32) -> Vec<u32> {
 
 #[test]
 fn a_killed_rank_ends_the_job() {
-    // `replicated` too: its ranks wait for copies that the runtime, not the system, sends.
-    for system in RANK_SYSTEMS.iter().chain(&["replicated"]) {
+    for system in RANK_SYSTEMS {
         killed_rank_ends_the_job(system);
     }
 }

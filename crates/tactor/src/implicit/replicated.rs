@@ -81,7 +81,7 @@ struct Group {
 
 /// The typed launches of a region's copies.
 trait Copies: Send {
-    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, port: u16, to: usize, key: Key);
+    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Dest);
     fn receive(&self, p: &mut Program, at: Placement, arrived: Event, slot: Arc<Slot>);
     /// Sets this rank's replica to the reduction's identity: its partial result starts there.
     fn reset(&self, p: &mut Program, at: Placement, partials: &dyn Any);
@@ -116,17 +116,21 @@ fn arrived_bytes(slot: &Slot) -> Vec<u8> {
 struct Typed<T>(Region<T>);
 
 impl<T: Wire> Copies for Typed<T> {
-    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, port: u16, to: usize, key: Key) {
+    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Dest) {
         let job = job.clone();
         p.launch(at, super::read(&self.0), move |v: &T| {
+            let Dest { rank, key, fault } = to;
             let mut bytes = crate::job::buffer(HEADER);
             bytes.extend_from_slice(&key.0.to_le_bytes());
             bytes.extend_from_slice(&key.1.to_le_bytes());
             bytes.extend_from_slice(&key.2.to_le_bytes());
             v.encode(&mut bytes);
+            if let Some(fault) = fault {
+                fault.act(&mut bytes[HEADER..]);
+            }
             // The channel of the worker it runs on: its own, uncontended.
             let channel = crate::current_worker().unwrap_or(0);
-            job.send(channel, to, port, bytes);
+            job.send(channel, rank, PORT, bytes);
         });
     }
 
@@ -172,6 +176,22 @@ impl<T: Wire> Copies for Typed<T> {
             },
         );
     }
+}
+
+/// Where a copy goes: the rank, the key it arrives under, and the fault a test injects into
+/// it ([`Job::inject`]), if it is the send that fault is due for.
+#[derive(Clone, Copy)]
+struct Dest {
+    rank: usize,
+    key: Key,
+    fault: Option<crate::job::Fault>,
+}
+
+/// Where the next copy `job`'s rank sends (the `sent`th) goes, with the fault it carries.
+fn dest(job: &Job, sent: &mut i64, rank: usize, key: Key) -> Dest {
+    let fault = job.fault_due(*sent);
+    *sent += 1;
+    Dest { rank, key, fault }
 }
 
 /// A copy's header: the region (4 bytes), the version (8) and the sender (4).
@@ -230,6 +250,8 @@ pub struct Replicated {
     declared: Vec<Declared>,
     /// Copies this rank took part in (sent or received).
     copies: u64,
+    /// Copies this rank sent.
+    sent: i64,
     _port: OpenPort,
 }
 
@@ -268,6 +290,7 @@ impl Replicated {
             inbox,
             declared: Vec::new(),
             copies: 0,
+            sent: 0,
             _port: port,
         }
     }
@@ -489,14 +512,9 @@ impl Replicated {
                 continue;
             }
             self.copies += 2;
-            shard.copies.send(
-                &mut self.program,
-                mine,
-                &job,
-                PORT,
-                r,
-                (region, version, me as u32),
-            );
+            let key = (region, version, me as u32);
+            let to = dest(&self.job, &mut self.sent, r, key);
+            shard.copies.send(&mut self.program, mine, &job, to);
             let (slot, arrived) = inbox.expect((region, version, r as u32));
             parts.push(Some(slot));
             arrivals.push(arrived);
@@ -529,9 +547,8 @@ impl Replicated {
             self.copies += 1;
         }
         if me == home {
-            shard
-                .copies
-                .send(&mut self.program, home_at, &self.job, PORT, rank, key);
+            let to = dest(&self.job, &mut self.sent, rank, key);
+            shard.copies.send(&mut self.program, home_at, &self.job, to);
         } else if me == rank {
             let (slot, arrived) = self.inbox.expect(key);
             shard.copies.receive(&mut self.program, at, arrived, slot);

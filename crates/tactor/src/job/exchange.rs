@@ -7,12 +7,11 @@ use crate::{Event, Inlet, Poller, UserEvent};
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry as MapEntry;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tactor_comm::Message;
 
 mod fault;
 mod round;
-pub use fault::Fault;
 pub use round::RoundError;
 
 /// Which message: its stream (what the program sends in lock-step, e.g. a graph), its step,
@@ -136,10 +135,6 @@ pub struct Exchange {
     /// This rank failed: it sends nothing more, and its preconditions are poisoned.
     abandoned: AtomicBool,
     port_open: Mutex<Option<OpenPort>>,
-    /// A fault to inject into a send, for tests ([`Exchange::inject`]).
-    fault: OnceLock<Fault>,
-    /// The fault was injected.
-    faulted: AtomicBool,
 }
 
 impl Exchange {
@@ -158,8 +153,6 @@ impl Exchange {
             error: Mutex::new(None),
             abandoned: AtomicBool::new(false),
             port_open: Mutex::new(None),
-            fault: OnceLock::new(),
-            faulted: AtomicBool::new(false),
         });
         // Weak: the job's port table and failure hooks outlive the exchange otherwise.
         let weak = Arc::downgrade(&ex);
@@ -200,10 +193,8 @@ impl Exchange {
         if self.abandoned.load(Ordering::Relaxed) {
             return;
         }
-        if let Some(&fault) = self.fault.get() {
-            if count > 0 && fault.due(step) && !self.faulted.swap(true, Ordering::Relaxed) {
-                return self.send_faulty(fault, channel, dest, (stream, step), count, items);
-            }
+        if let Some(fault) = (count > 0).then(|| self.job.fault_due(step)).flatten() {
+            return self.send_faulty(fault, channel, dest, (stream, step), count, items);
         }
         let header = Self::header(stream, step, count);
         let mut parts = std::iter::once(&header[..]).chain(items.map(|i| i as &[u8]));

@@ -33,6 +33,7 @@
 mod blocks;
 mod collective;
 pub mod exchange;
+mod fault;
 mod ports;
 pub(crate) mod rendezvous;
 mod spmd;
@@ -40,6 +41,7 @@ mod wire;
 
 pub use blocks::{Blocks, Crossing};
 pub use exchange::Exchange;
+pub use fault::Fault;
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
 pub use spmd::{Held, Spmd, Value};
@@ -147,6 +149,8 @@ pub struct Job {
     collective: collective::State,
     /// Joined at `MPI_THREAD_SINGLE`: only the joining thread may use the job.
     one_thread: bool,
+    /// A fault to inject into one send, for tests ([`Job::inject`]).
+    injected: fault::Injected,
 }
 
 impl std::fmt::Debug for Job {
@@ -373,6 +377,7 @@ impl Job {
             ports: Ports::default(),
             collective: collective::State::default(),
             one_thread,
+            injected: Default::default(),
         })
     }
 

@@ -3,7 +3,7 @@
 use super::Shared;
 use crate::countdown::{Countdown, Outcome};
 use crate::event::{Event, EventState, HasState, Notify, WaitLink};
-use crate::failure::{panic_message, Cause, Failure, TaskLabel};
+use crate::failure::{cause_of, Cause, Failure, TaskLabel};
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::Arc;
@@ -171,12 +171,12 @@ impl<J: Body + ?Sized> TaskNode<J> {
                 Ok(())
             }
             Err(payload) => {
-                let message = panic_message(payload.as_ref());
+                let cause = cause_of(payload.as_ref());
                 // A payload whose own `Drop` panics must not take the worker down.
                 drop_quietly(payload);
                 Err(Arc::new(Failure::Task {
                     task: self.label(),
-                    cause: Cause::Panicked(message),
+                    cause,
                 }))
             }
         };

@@ -10,7 +10,7 @@
 use super::compile::Compiled;
 use crate::countdown::Outcome;
 use crate::event::{Event, Notify};
-use crate::failure::{panic_message, Cause, Failure, TaskLabel};
+use crate::failure::{cause_of, Cause, Failure, TaskLabel};
 use crate::runtime::{Handle, Msg, Resident, RingOut};
 use crate::sync::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -180,7 +180,7 @@ impl<A> Cursor<A> {
                         name: Some(format!("subgraph task {}", g.original[v as usize])),
                         launched_at: state.instantiated_at,
                     },
-                    cause: Cause::Panicked(panic_message(p.as_ref())),
+                    cause: cause_of(p.as_ref()),
                 }));
             }
         }

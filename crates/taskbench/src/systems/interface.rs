@@ -54,7 +54,7 @@ impl RunConfig {
             None => None,
         };
         if let Some(ex) = &remote {
-            crate::faults::inject(ex);
+            crate::faults::inject(ex.job());
         }
         let allowed = core_affinity::get_core_ids().map_or(0, |c| c.len());
         let first = first_core_here(self.workers, self.job.is_some(), allowed);

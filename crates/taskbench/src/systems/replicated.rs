@@ -69,8 +69,8 @@ impl System for Replicated {
                 [row(g, &zeros), row(g, &zeros), row(g, &scratch)]
             })
             .collect();
-        // The first validation failure, reported after the pass.
-        let error: Arc<Mutex<Option<TaskError>>> = Arc::default();
+        // The first validation failure, reported after the pass, and the job it fails.
+        let error = Arc::new((Mutex::new(None), job.clone()));
         let steps = (plans.iter())
             .map(|p| p.graph().timesteps)
             .max()
@@ -86,9 +86,7 @@ impl System for Replicated {
                     fences.push_back(prog.fence());
                     if fences.len() > 2 {
                         let oldest = fences.pop_front().expect("three fences");
-                        oldest
-                            .wait()
-                            .map_err(|e| RunError::Runtime(e.to_string()))?;
+                        oldest.wait().map_err(|e| failed(&error, e))?;
                     }
                 }
                 let live = plans
@@ -107,21 +105,27 @@ impl System for Replicated {
                         prog.launch_on_rank(owners[gi][at], access, move |(ins, out, scratch)| {
                             let ins = ins.iter().map(|v| &v[..]);
                             if let Err(e) = run_inputs(&plans[gi], t, p, out, scratch, ins) {
-                                error
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .get_or_insert(e);
+                                // Its dependents, and the copies of its output, do not run:
+                                // the other ranks stop waiting for them when told.
+                                error.1.tell_failure(&e.to_string());
+                                let mut first = error.0.lock().unwrap_or_else(|p| p.into_inner());
+                                first.get_or_insert(e);
+                                drop(first);
+                                tactor::fail("validation failed");
                             }
                         });
                     }
                 }
             }
-            prog.finish()
-                .map_err(|e| RunError::Runtime(e.to_string()))?;
-            match error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                Some(e) => Err(RunError::Validation(e)),
-                None => Ok(()),
-            }
+            prog.finish().map_err(|e| failed(&error, e))
         })
+    }
+}
+
+/// Why a program whose task failed did: the first validation failure if there was one.
+fn failed(error: &(Mutex<Option<TaskError>>, Arc<Job>), e: tactor::TaskFailed) -> RunError {
+    match error.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        Some(e) => RunError::Validation(e),
+        None => RunError::Runtime(e.to_string()),
     }
 }
