@@ -36,6 +36,7 @@ pub mod exchange;
 mod fault;
 mod ports;
 pub(crate) mod rendezvous;
+mod sharded;
 mod spmd;
 mod wire;
 
@@ -44,6 +45,7 @@ pub use exchange::Exchange;
 pub use fault::Fault;
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
+pub use sharded::{Sharded, ShardedBuilder};
 pub use spmd::{Held, Spmd, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,241 @@
+//! Compiled subgraphs over the ranks of a job (`tactor::job::ShardedBuilder`) on ranks of
+//! threads: random graphs whose edges cross ranks back and forth within an instance, chained
+//! instances, values carried by edges checked against a serial run, every edge's order
+//! checked on a clock shared by the ranks, and a failure poisoning dependents on other ranks.
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use tactor::job::{Exchange, Job, ShardedBuilder, FIRST_PORT};
+use tactor::{Cause, Event, Failure};
+
+/// A random graph: per task its job-wide worker, and its edges `(from, to, carries)`.
+struct Graph {
+    workers: Vec<usize>,
+    edges: Vec<(usize, usize, bool)>,
+}
+
+fn random_graph(seed: u64, tasks: usize, workers: usize) -> Graph {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let placed = (0..tasks).map(|_| rng.gen_range(0..workers)).collect();
+    let mut edges = Vec::new();
+    for to in 1..tasks {
+        let mut from: Vec<usize> = (0..rng.gen_range(0..4))
+            .map(|_| rng.gen_range(0..to))
+            .collect();
+        from.sort_unstable();
+        from.dedup();
+        edges.extend(from.into_iter().map(|f| (f, to, rng.gen_bool(0.7))));
+    }
+    Graph {
+        workers: placed,
+        edges,
+    }
+}
+
+/// Task `t`'s value in instance `k`, from the values its carrying edges bring.
+fn value(k: u64, t: usize, inputs: u64) -> u64 {
+    (k * 1_000_003 + t as u64 * 7919).wrapping_add(inputs.wrapping_mul(31))
+}
+
+/// What every task's value is after `instances` instances, serially.
+fn serial(g: &Graph, instances: u64) -> Vec<u64> {
+    let mut v = vec![0u64; g.workers.len()];
+    for k in 0..instances {
+        for t in 0..v.len() {
+            let ins = (g.edges.iter().filter(|e| e.1 == t && e.2))
+                .fold(0u64, |a, e| a.wrapping_add(v[e.0]));
+            v[t] = value(k, t, ins);
+        }
+    }
+    v
+}
+
+#[test]
+fn values_cross_ranks_in_every_instance_and_every_edge_keeps_its_order() {
+    let (tasks, instances) = if cfg!(miri) { (12, 2) } else { (60, 12) };
+    for (seed, (ranks, workers)) in [(2, 1), (3, 1), (2, 2), (3, 2)].into_iter().enumerate() {
+        let g = Arc::new(random_graph(seed as u64, tasks, ranks * workers));
+        let expect = serial(&g, instances);
+        // The job-wide clock, and each task's start and end in the instance running.
+        let clock = Arc::new(AtomicU64::new(1));
+        let stamps: Arc<Vec<[AtomicU64; 2]>> =
+            Arc::new((0..tasks).map(|_| Default::default()).collect());
+        let late = Arc::new(AtomicU64::new(0));
+        let runs = Job::run_in_process(ranks, workers, |rt, job| {
+            let ex = Exchange::open(job, FIRST_PORT).unwrap();
+            ex.expect(true);
+            // This rank's values: its own tasks', and replicas of those its tasks read.
+            let v: Arc<Vec<AtomicU64>> = Arc::new((0..tasks).map(|_| AtomicU64::new(0)).collect());
+            let mut b = ShardedBuilder::<u64>::new(ex.clone(), 3);
+            let after = b.precondition();
+            let mut ids = Vec::new();
+            for t in 0..tasks {
+                let ins: Vec<usize> = (g.edges.iter().filter(|e| e.1 == t && e.2))
+                    .map(|e| e.0)
+                    .collect();
+                let preds: Vec<usize> =
+                    (g.edges.iter().filter(|e| e.1 == t)).map(|e| e.0).collect();
+                let (v, clock, stamps, late) =
+                    (v.clone(), clock.clone(), stamps.clone(), late.clone());
+                let id = b.task(g.workers[t], move |&k| {
+                    let start = clock.fetch_add(1, SeqCst);
+                    for &p in &preds {
+                        if stamps[p][1].load(SeqCst) >= start || stamps[p][1].load(SeqCst) == 0 {
+                            late.fetch_add(1, SeqCst);
+                        }
+                    }
+                    let sum = ins
+                        .iter()
+                        .fold(0u64, |a, &i| a.wrapping_add(v[i].load(SeqCst)));
+                    v[t].store(value(k, t, sum), SeqCst);
+                    stamps[t][0].store(start, SeqCst);
+                    stamps[t][1].store(clock.fetch_add(1, SeqCst), SeqCst);
+                });
+                b.wait_for(after, id);
+                ids.push(id);
+            }
+            for &(from, to, carries) in &g.edges {
+                let (f, t) = (ids[from], ids[to]);
+                if carries {
+                    let (vp, vu) = (v.clone(), v.clone());
+                    b.edge_carrying(
+                        f,
+                        t,
+                        8,
+                        move |_, out| out.copy_from_slice(&vp[from].load(SeqCst).to_le_bytes()),
+                        move |_, bytes| {
+                            vu[from].store(u64::from_le_bytes(bytes.try_into().unwrap()), SeqCst)
+                        },
+                    );
+                } else {
+                    b.edge(f, t);
+                }
+            }
+            let graph = b.compile(rt).unwrap();
+            let mut last = Event::triggered();
+            for k in 0..instances {
+                last = graph.instantiate(k, &[last]).completion;
+                // Stamps are per instance: the next starts once every rank is done.
+                last.wait().unwrap();
+                job.barrier().unwrap();
+                if job.rank() == 0 {
+                    stamps.iter().for_each(|s| s[1].store(0, SeqCst));
+                }
+                job.barrier().unwrap();
+                last = Event::triggered();
+            }
+            let mine = (0..tasks).filter(|&t| g.workers[t] / workers == job.rank());
+            mine.map(|t| (t, v[t].load(SeqCst))).collect::<Vec<_>>()
+        });
+        let mut seen = 0;
+        for run in runs {
+            for (t, got) in run.unwrap() {
+                assert_eq!(got, expect[t], "task {t} on {ranks} ranks × {workers}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, tasks);
+        assert_eq!(
+            late.load(SeqCst),
+            0,
+            "a task started before a predecessor ended"
+        );
+    }
+}
+
+#[test]
+fn chained_instances_overlap_across_ranks_and_keep_their_values() {
+    // Rank 0 counts up; rank 1 reads each count through a carrying edge, with instances
+    // chained by their completions only (no barrier between them).
+    let n = if cfg!(miri) { 3 } else { 200 };
+    let runs = Job::run_in_process(2, 1, |rt, job| {
+        let ex = Exchange::open(job, FIRST_PORT).unwrap();
+        ex.expect(true);
+        let (count, copy, seen) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(std::sync::Mutex::new(Vec::new())),
+        );
+        let mut b = ShardedBuilder::<u64>::new(ex, 0);
+        let after = b.precondition();
+        let c = count.clone();
+        let up = b.task(0, move |&k| c.store(k * k, SeqCst));
+        let (c2, s) = (copy.clone(), seen.clone());
+        let read = b.task(1, move |_| s.lock().unwrap().push(c2.load(SeqCst)));
+        b.wait_for(after, up);
+        b.wait_for(after, read);
+        let (c, c2) = (count.clone(), copy.clone());
+        b.edge_carrying(
+            up,
+            read,
+            8,
+            move |_, out| out.copy_from_slice(&c.load(SeqCst).to_le_bytes()),
+            move |_, bytes| c2.store(u64::from_le_bytes(bytes.try_into().unwrap()), SeqCst),
+        );
+        let graph = b.compile(rt).unwrap();
+        let mut last = Event::triggered();
+        for k in 0..n {
+            last = graph.instantiate(k, &[last]).completion;
+        }
+        last.wait().unwrap();
+        let got = seen.lock().unwrap().clone();
+        got
+    });
+    let runs: Vec<_> = runs.into_iter().map(Result::unwrap).collect();
+    assert!(runs[0].is_empty());
+    assert_eq!(runs[1], (0..n).map(|k| k * k).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_failed_task_poisons_its_dependents_on_other_ranks() {
+    // 0 → 1 → 2 over three ranks; task 0 fails in instance 1 only.
+    let runs = Job::run_in_process(3, 1, |rt, job| {
+        let ex = Exchange::open(job, FIRST_PORT).unwrap();
+        ex.expect(true);
+        let mut b = ShardedBuilder::<u64>::new(ex, 1);
+        let first = b.task(0, |&k| {
+            if k == 1 {
+                tactor::fail("no input in instance 1");
+            }
+        });
+        let mid = b.task(1, |_| ());
+        let end = b.task(2, |_| ());
+        b.edge_carrying(first, mid, 4, |_, _| (), |_, _| ());
+        b.edge(mid, end);
+        let graph = b.compile(rt).unwrap();
+        let ok = graph.instantiate(0, &[]).completion.wait();
+        let bad = graph.instantiate(1, &[]).completion.wait();
+        (ok, bad)
+    });
+    for (rank, run) in runs.into_iter().enumerate() {
+        let (ok, bad) = run.unwrap();
+        ok.unwrap();
+        let e = bad.unwrap_err();
+        let Failure::Task { cause, .. } = e.failure() else {
+            panic!("rank {rank}: {e}");
+        };
+        let Cause::Failed(why) = cause else {
+            panic!("rank {rank}: {e}");
+        };
+        assert!(why.contains("no input in instance 1"), "rank {rank}: {why}");
+        if rank > 0 {
+            assert!(why.starts_with(&format!("rank {}: ", rank - 1)), "{why}");
+        }
+    }
+}
+
+#[test]
+fn a_bad_worker_is_refused_on_every_rank() {
+    let runs = Job::run_in_process(2, 2, |rt, job| {
+        let ex = Exchange::open(job, FIRST_PORT).unwrap();
+        let mut b = ShardedBuilder::<()>::new(ex, 0);
+        b.task(3, |_| ());
+        b.task(4, |_| ());
+        b.compile(rt).err().map(|e| e.to_string())
+    });
+    for run in runs {
+        let e = run.unwrap().expect("worker 4 of 4 is refused");
+        assert!(e.contains("worker 4"), "{e}");
+    }
+}
