@@ -15,7 +15,7 @@ use tactor_apps::{launch, lcs};
 #[command(
     name = "lcs",
     version,
-    about = "The longest common subsequence of two strings as a wavefront of tiles on Tactor's futures, over every worker of the job (in one process, or every rank's under mpirun), checked against the serial result"
+    about = "The longest common subsequence of two strings as a wavefront of tiles on Tactor's futures or one compiled subgraph, over every worker of the job (in one process, or every rank's under mpirun), checked against the serial result"
 )]
 struct Cli {
     /// Length of each string
@@ -27,6 +27,15 @@ struct Cli {
     /// Workers per rank
     #[arg(short = 'w', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
+    /// How the tiles run: a task per tile on futures, or one compiled subgraph of the table
+    #[arg(long, value_enum, default_value_t = Face::Futures)]
+    face: Face,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Face {
+    Futures,
+    Compiled,
 }
 
 fn main() -> ExitCode {
@@ -53,6 +62,10 @@ fn main() -> ExitCode {
         length: cli.length as usize,
         tile: cli.tile as usize,
         fail_here: fault.and_then(|r| r.trim().parse::<usize>().ok()) == Some(job.rank()),
+        face: match cli.face {
+            Face::Futures => lcs::Face::Futures,
+            Face::Compiled => lcs::Face::Compiled,
+        },
     };
     let result = lcs::run(&rt, &job, params).and_then(|o| {
         let (a, b) = lcs::strings(params.length);
@@ -66,9 +79,13 @@ fn main() -> ExitCode {
     });
     let report = result.map(|o| {
         format!(
-            "lcs: two strings of {}, {} tiles, {} ranks x {} workers: length {} in {:.4} s, checked against the serial result",
+            "lcs: two strings of {}, {} tiles on {}, {} ranks x {} workers: length {} in {:.4} s, checked against the serial result",
             params.length,
             o.tiles,
+            match params.face {
+                lcs::Face::Futures => "futures",
+                lcs::Face::Compiled => "a compiled subgraph",
+            },
             job.ranks(),
             workers,
             o.lcs,

@@ -1,7 +1,7 @@
 //! Compiled subgraphs over the ranks of a job ([`ShardedBuilder`]): every rank describes the
 //! whole graph with job-wide placements, compiles its shard, and the edges that cross ranks
 //! become messages carrying their declared payloads, batched: one message per pair of ranks
-//! and phase of an instance.
+//! and level of an instance.
 
 use super::exchange::{Exchange, Inbox, Key};
 use crate::countdown::Outcome;
@@ -35,9 +35,10 @@ const POISON: usize = u32::MAX as usize;
 /// rank's tasks and turns the edges that cross ranks into messages: in each instance, the
 /// edges from one rank to another travel together, sent once every source task of them ran
 /// and unpacked on the receiving rank before any of their targets runs. Together means one
-/// message per pair of ranks and *phase*: an edge's phase counts the rank crossings on the
-/// longest path to its source, so a message never waits for a task that waits for it (a
-/// graph that crosses between two ranks once per instance sends one message per pair). An edge
+/// message per pair of ranks and *level*: an edge's level is the length of the longest path
+/// to its source, so a message never waits for a task that waits for it, and its sources
+/// tend to end at about the same time (a timestep of a stencil; an antidiagonal of a
+/// wavefront, whose pipeline a message per pair and instance would stall). An edge
 /// that carries data ([`edge_carrying`]) declares its size and how its bytes are written
 /// and read; within a rank it costs nothing more than a plain edge (the tasks share memory).
 ///
@@ -98,10 +99,10 @@ struct Shard<A> {
     sent: Arc<[AtomicBool]>,
 }
 
-/// The edges of one message: where it goes (or comes from), its phase, its tasks, payloads.
+/// The edges of one message: where it goes (or comes from), its level, its tasks, payloads.
 struct Batch<A> {
     rank: usize,
-    phase: i64,
+    level: i64,
     edges: Vec<Edge<A>>,
     bytes: usize,
 }
@@ -199,14 +200,14 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         let (me, ranks) = (job.rank(), job.ranks());
         let rank_of = |t: u32| self.workers[t as usize] / w;
         self.check(w * ranks)?;
-        let phase = self.phases(&rank_of);
-        let phases = self
+        let level = self.levels();
+        let levels = self
             .edges
             .iter()
-            .map(|e| phase[e.from as usize] + 1)
+            .map(|e| level[e.from as usize] + 1)
             .max()
             .unwrap_or(1);
-        // Messages: per phase and ordered pair of ranks, its edges in the order declared.
+        // Messages: per level and ordered pair of ranks, its edges in the order declared.
         let mut batches: BTreeMap<(i64, usize, usize), Batch<A>> = BTreeMap::new();
         let mut local_edges = Vec::new();
         for e in &self.edges {
@@ -215,10 +216,10 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 local_edges.push((e.from, e.to));
                 continue;
             }
-            let p = phase[e.from as usize];
+            let p = level[e.from as usize];
             let b = batches.entry((p, rf, rt)).or_insert_with(|| Batch {
                 rank: 0,
-                phase: p,
+                level: p,
                 edges: Vec::new(),
                 bytes: 0,
             });
@@ -268,7 +269,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 batch.rank = rt;
                 let k = outgoing.len();
                 let worker = self.workers[batch.edges[0].from as usize] % w;
-                let send = send_vertex(&ex, (stream, phases), k, &batch);
+                let send = send_vertex(&ex, (stream, levels), k, &batch);
                 let v = b.task(worker, send);
                 let mut sources: Vec<u32> = batch.edges.iter().map(|e| e.from).collect();
                 sources.sort_unstable();
@@ -281,7 +282,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 batch.rank = rf;
                 let k = incoming.len();
                 let worker = self.workers[batch.edges[0].to as usize] % w;
-                let v = b.task(worker, receive_vertex(&ex, (stream, phases), k, &batch));
+                let v = b.task(worker, receive_vertex(&ex, (stream, levels), k, &batch));
                 let inlet = b.precondition();
                 b.wait_for(inlet, v);
                 let mut targets: Vec<u32> = batch.edges.iter().map(|e| e.to).collect();
@@ -298,7 +299,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 for p in pres {
                     b.wait_for(PreId(p), v);
                 }
-                incoming.push((batch.rank, batch.phase));
+                incoming.push((batch.rank, batch.level));
             }
         }
         Ok(Sharded {
@@ -306,35 +307,34 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             exchange: self.exchange,
             stream,
             incoming,
-            outgoing: outgoing.iter().map(|b| (b.rank, b.phase)).collect(),
-            phases,
+            outgoing: outgoing.iter().map(|b| (b.rank, b.level)).collect(),
+            levels,
             next: AtomicI64::new(0),
         })
     }
 
-    /// Per task, the rank crossings on the longest path to it (a checked graph: acyclic).
-    fn phases(&self, rank_of: &impl Fn(u32) -> usize) -> Vec<i64> {
+    /// Per task, the length of the longest path to it (a checked graph: acyclic).
+    fn levels(&self) -> Vec<i64> {
         let n = self.funcs.len();
-        let mut succ: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
+        let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut preds = vec![0usize; n];
         for e in &self.edges {
-            let crosses = i64::from(rank_of(e.from) != rank_of(e.to));
-            succ[e.from as usize].push((e.to, crosses));
+            succ[e.from as usize].push(e.to);
             preds[e.to as usize] += 1;
         }
-        let mut phase = vec![0i64; n];
+        let mut level = vec![0i64; n];
         let mut ready: Vec<usize> = (0..n).filter(|&t| preds[t] == 0).collect();
         while let Some(t) = ready.pop() {
-            for &(s, crosses) in &succ[t] {
+            for &s in &succ[t] {
                 let s = s as usize;
-                phase[s] = phase[s].max(phase[t] + crosses);
+                level[s] = level[s].max(level[t] + 1);
                 preds[s] -= 1;
                 if preds[s] == 0 {
                     ready.push(s);
                 }
             }
         }
-        phase
+        level
     }
 
     /// The whole graph's tasks, workers and conditions, as [`SubgraphBuilder::compile`]
@@ -366,13 +366,16 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
 /// The vertex that packs and sends message `k` of an instance.
 fn send_vertex<A: Send + Sync + 'static>(
     ex: &Arc<Exchange>,
-    (stream, phases): (u32, i64),
+    (stream, levels): (u32, i64),
     k: usize,
     batch: &Batch<A>,
 ) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
-    let (ex, dest, total, phase) = (ex.clone(), batch.rank, batch.bytes, batch.phase);
-    let items: Vec<(usize, Option<Pack<A>>)> =
-        batch.edges.iter().map(|e| (e.bytes, e.pack.clone())).collect();
+    let (ex, dest, total, level) = (ex.clone(), batch.rank, batch.bytes, batch.level);
+    let items: Vec<(usize, Option<Pack<A>>)> = batch
+        .edges
+        .iter()
+        .map(|e| (e.bytes, e.pack.clone()))
+        .collect();
     move |s: &Shard<A>| {
         if s.sent[k].swap(true, Ordering::AcqRel) {
             return;
@@ -386,7 +389,7 @@ fn send_vertex<A: Send + Sync + 'static>(
             at += bytes;
         }
         let channel = crate::current_worker().unwrap_or(0);
-        let step = s.seq * phases + phase;
+        let step = s.seq * levels + level;
         ex.send_buffer(channel, dest, (stream, step), items.len(), &buf);
     }
 }
@@ -394,15 +397,18 @@ fn send_vertex<A: Send + Sync + 'static>(
 /// The vertex that takes message `k` of an instance from its inbox slot and unpacks it.
 fn receive_vertex<A: Send + Sync + 'static>(
     ex: &Arc<Exchange>,
-    (stream, phases): (u32, i64),
+    (stream, levels): (u32, i64),
     k: usize,
     batch: &Batch<A>,
 ) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
-    let (ex, source, total, phase) = (ex.clone(), batch.rank, batch.bytes, batch.phase);
-    let items: Vec<(usize, Option<Unpack<A>>)> =
-        batch.edges.iter().map(|e| (e.bytes, e.unpack.clone())).collect();
+    let (ex, source, total, level) = (ex.clone(), batch.rank, batch.bytes, batch.level);
+    let items: Vec<(usize, Option<Unpack<A>>)> = batch
+        .edges
+        .iter()
+        .map(|e| (e.bytes, e.unpack.clone()))
+        .collect();
     move |s: &Shard<A>| {
-        let key: Key = (stream, s.seq * phases + phase, source);
+        let key: Key = (stream, s.seq * levels + level, source);
         let data = s.inbox[k]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -437,11 +443,11 @@ pub struct Sharded<A> {
     graph: Subgraph<Shard<A>>,
     exchange: Arc<Exchange>,
     stream: u32,
-    /// The rank and phase of each message this rank receives per instance, and sends.
+    /// The rank and level of each message this rank receives per instance, and sends.
     incoming: Vec<(usize, i64)>,
     outgoing: Vec<(usize, i64)>,
-    /// Phases per instance: message `(p, r)` of instance `k` is step `k × phases + p`.
-    phases: i64,
+    /// Levels per instance: message `(p, r)` of instance `k` is step `k × levels + p`.
+    levels: i64,
     /// The next instance's number: every rank instantiates in the same order.
     next: AtomicI64,
 }
@@ -473,7 +479,7 @@ impl<A: Send + Sync + 'static> Sharded<A> {
         let (instance, inlets) =
             self.graph
                 .instantiate_with_inlets(shard, preconditions, self.incoming.len());
-        let step = |p: i64| seq * self.phases + p;
+        let step = |p: i64| seq * self.levels + p;
         let keys = (self.incoming.iter()).map(|&(r, p)| (self.stream, step(p), r));
         self.exchange.inlets(&inbox, keys.zip(inlets));
         if !self.outgoing.is_empty() {

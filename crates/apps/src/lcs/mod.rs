@@ -1,11 +1,14 @@
-//! The longest common subsequence of two strings, as a wavefront of tiles on Tactor's futures
-//! across the ranks of a job ([`tactor::job::Spmd`]): the same program in one process and
-//! under `mpirun`, checked against the serial dynamic program.
+//! The longest common subsequence of two strings, as a wavefront of tiles across the ranks of
+//! a job, on Tactor's futures ([`tactor::job::Spmd`]) or as one compiled subgraph
+//! ([`tactor::job::ShardedBuilder`], [`compiled`]): the same program in one process and under
+//! `mpirun`, checked against the serial dynamic program.
 //!
 //! Tile `(i, j)` of the score table needs the bottom row of the tile above and the right
 //! column of the tile to its left; each tile's future carries both of its edges, and a tile
 //! whose neighbour ran on another rank receives that neighbour's edges with its trigger. Tile
 //! columns are dealt to the job's workers in turn, so the wavefront runs as a pipeline.
+
+mod compiled;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,6 +24,19 @@ pub struct Params {
     pub tile: usize,
     /// For the tests of failures: this rank fails before its first tile (`LCS_FAULT=RANK`).
     pub fail_here: bool,
+    /// Which of the runtime's faces runs the tiles.
+    pub face: Face,
+}
+
+/// How the tiles run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Face {
+    /// A task per tile spawned on futures that carry its edges ([`Spmd`]).
+    #[default]
+    Futures,
+    /// One compiled subgraph of the whole table, whose edges carry the scores across ranks
+    /// ([`tactor::job::ShardedBuilder`]).
+    Compiled,
 }
 
 /// What a run found.
@@ -132,7 +148,7 @@ fn tile(a: &[u8], b: &[u8], top: &[u32], left: &[u32]) -> Vec<u32> {
 ///
 /// let job = Job::launched().unwrap(); // a job of one here; under mpirun, the launcher's
 /// let rt = job.runtime(tactor::Runtime::builder().workers(2).pin(false)).unwrap();
-/// let p = Params { length: 100, tile: 16, fail_here: false };
+/// let p = Params { length: 100, tile: 16, fail_here: false, face: Default::default() };
 /// let (a, b) = strings(100);
 /// assert_eq!(run(&rt, &job, p).unwrap().lcs, serial(&a, &b));
 /// ```
@@ -141,15 +157,29 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
         return Err(why);
     }
     let (a, b) = strings(p.length);
-    let (a, b) = (Arc::new(a), Arc::new(b));
     let n = p.length.div_ceil(p.tile);
-    let mut s = Spmd::new(rt, job);
+    let spmd = (p.face == Face::Futures).then(|| Spmd::new(rt, job));
     if p.fail_here {
         // Told before this rank's program is dropped, so that no rank waits for its tiles.
         job.fail("injected fault (LCS_FAULT)");
         return Err(String::new());
     }
     let start = Instant::now();
+    let lcs = match spmd {
+        Some(mut s) => on_futures(&mut s, p, a, b)?,
+        None => compiled::run(rt, job, p, &a, &b)?,
+    };
+    Ok(Outcome {
+        lcs,
+        tiles: n * n,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The wavefront on futures: a task per tile, spawned on the futures of its neighbours.
+fn on_futures(s: &mut Spmd, p: Params, a: Vec<u8>, b: Vec<u8>) -> Result<u32, String> {
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let n = p.length.div_ceil(p.tile);
     let span = |k: usize| k * p.tile..((k + 1) * p.tile).min(p.length);
     let mut above: Vec<Option<Value<Vec<u32>>>> = vec![None; n];
     for i in 0..n {
@@ -189,11 +219,7 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
     }
     let last = above[n - 1].as_ref().expect("one tile at least");
     let edges = s.get(last).map_err(|e| e.to_string())?;
-    Ok(Outcome {
-        lcs: edges[edges.len() - 1],
-        tiles: n * n,
-        seconds: start.elapsed().as_secs_f64(),
-    })
+    Ok(edges[edges.len() - 1])
 }
 
 #[cfg(test)]
@@ -205,15 +231,19 @@ mod tests {
         for (length, side) in [(1, 1), (7, 3), (20, 20), (33, 5), (40, 64)] {
             let (a, b) = strings(length);
             let runs = Job::run_in_process(1, 1, |rt, job| {
-                let p = Params {
-                    length,
-                    tile: side,
-                    fail_here: false,
-                };
-                run(rt, job, p).unwrap().lcs
+                [Face::Futures, Face::Compiled].map(|face| {
+                    let p = Params {
+                        length,
+                        tile: side,
+                        fail_here: false,
+                        face,
+                    };
+                    run(rt, job, p).unwrap().lcs
+                })
             });
             let got = runs.into_iter().map(Result::unwrap).collect::<Vec<_>>();
-            assert_eq!(got, [serial(&a, &b)], "length {length}, tiles of {side}");
+            let want = serial(&a, &b);
+            assert_eq!(got, [[want, want]], "length {length}, tiles of {side}");
         }
     }
 
