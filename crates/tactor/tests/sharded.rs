@@ -7,7 +7,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use tactor::job::{Exchange, Job, ShardedBuilder, FIRST_PORT};
-use tactor::{Cause, Event, Failure};
+use tactor::{Cause, Event, Failure, SubgraphTask};
 
 /// A random graph: per task its job-wide worker, and its edges `(from, to, carries)`.
 struct Graph {
@@ -65,7 +65,7 @@ fn values_cross_ranks_in_every_instance_and_every_edge_keeps_its_order() {
         let runs = Job::run_in_process(ranks, workers, |rt, job| {
             let ex = Exchange::open(job, FIRST_PORT).unwrap();
             ex.expect(true);
-            // This rank's values: its own tasks', and replicas of those its tasks read.
+            // This rank's tasks' values (slots of other ranks' tasks stay 0).
             let v: Arc<Vec<AtomicU64>> = Arc::new((0..tasks).map(|_| AtomicU64::new(0)).collect());
             let mut b = ShardedBuilder::<u64>::new(ex.clone(), 3);
             let after = b.precondition();
@@ -78,16 +78,19 @@ fn values_cross_ranks_in_every_instance_and_every_edge_keeps_its_order() {
                     (g.edges.iter().filter(|e| e.1 == t)).map(|e| e.0).collect();
                 let (v, clock, stamps, late) =
                     (v.clone(), clock.clone(), stamps.clone(), late.clone());
-                let id = b.task(g.workers[t], move |&k| {
+                let id = b.task(g.workers[t], move |&k, got| {
                     let start = clock.fetch_add(1, SeqCst);
                     for &p in &preds {
                         if stamps[p][1].load(SeqCst) >= start || stamps[p][1].load(SeqCst) == 0 {
                             late.fetch_add(1, SeqCst);
                         }
                     }
-                    let sum = ins
-                        .iter()
-                        .fold(0u64, |a, &i| a.wrapping_add(v[i].load(SeqCst)));
+                    // An input from another rank is in the message; one from this rank, here.
+                    let input = |i: usize| match got.from(SubgraphTask(i as u32)) {
+                        Some(bytes) => u64::from_le_bytes(bytes.try_into().unwrap()),
+                        None => v[i].load(SeqCst),
+                    };
+                    let sum = ins.iter().fold(0u64, |a, &i| a.wrapping_add(input(i)));
                     v[t].store(value(k, t, sum), SeqCst);
                     stamps[t][0].store(start, SeqCst);
                     stamps[t][1].store(clock.fetch_add(1, SeqCst), SeqCst);
@@ -98,16 +101,10 @@ fn values_cross_ranks_in_every_instance_and_every_edge_keeps_its_order() {
             for &(from, to, carries) in &g.edges {
                 let (f, t) = (ids[from], ids[to]);
                 if carries {
-                    let (vp, vu) = (v.clone(), v.clone());
-                    b.edge_carrying(
-                        f,
-                        t,
-                        8,
-                        move |_, out| out.copy_from_slice(&vp[from].load(SeqCst).to_le_bytes()),
-                        move |_, bytes| {
-                            vu[from].store(u64::from_le_bytes(bytes.try_into().unwrap()), SeqCst)
-                        },
-                    );
+                    let vp = v.clone();
+                    b.edge_carrying(f, t, 8, move |_, out| {
+                        out.copy_from_slice(&vp[from].load(SeqCst).to_le_bytes())
+                    });
                 } else {
                     b.edge(f, t);
                 }
@@ -145,34 +142,35 @@ fn values_cross_ranks_in_every_instance_and_every_edge_keeps_its_order() {
 }
 
 #[test]
-fn chained_instances_overlap_across_ranks_and_keep_their_values() {
-    // Rank 0 counts up; rank 1 reads each count through a carrying edge, with instances
-    // chained by their completions only (no barrier between them).
+fn chained_instances_overlap_across_ranks_and_keep_their_messages() {
+    // Rank 0 writes each count into one buffer; rank 1 reads each count from its message,
+    // with instances chained by their completions only (no barrier between ranks): each
+    // instance's message is kept for it, whatever the sender did since.
     let n = if cfg!(miri) { 3 } else { 200 };
     let runs = Job::run_in_process(2, 1, |rt, job| {
         let ex = Exchange::open(job, FIRST_PORT).unwrap();
         ex.expect(true);
-        let (count, copy, seen) = (
-            Arc::new(AtomicU64::new(0)),
+        let (count, seen) = (
             Arc::new(AtomicU64::new(0)),
             Arc::new(std::sync::Mutex::new(Vec::new())),
         );
         let mut b = ShardedBuilder::<u64>::new(ex, 0);
         let after = b.precondition();
         let c = count.clone();
-        let up = b.task(0, move |&k| c.store(k * k, SeqCst));
-        let (c2, s) = (copy.clone(), seen.clone());
-        let read = b.task(1, move |_| s.lock().unwrap().push(c2.load(SeqCst)));
+        let up = b.task(0, move |&k, _| c.store(k * k, SeqCst));
+        let s = seen.clone();
+        let read = b.task(1, move |_, got| {
+            let bytes = got.from(up).expect("a count from rank 0");
+            s.lock()
+                .unwrap()
+                .push(u64::from_le_bytes(bytes.try_into().unwrap()))
+        });
         b.wait_for(after, up);
         b.wait_for(after, read);
-        let (c, c2) = (count.clone(), copy.clone());
-        b.edge_carrying(
-            up,
-            read,
-            8,
-            move |_, out| out.copy_from_slice(&c.load(SeqCst).to_le_bytes()),
-            move |_, bytes| c2.store(u64::from_le_bytes(bytes.try_into().unwrap()), SeqCst),
-        );
+        let c = count.clone();
+        b.edge_carrying(up, read, 8, move |_, out| {
+            out.copy_from_slice(&c.load(SeqCst).to_le_bytes())
+        });
         let graph = b.compile(rt).unwrap();
         let mut last = Event::triggered();
         for k in 0..n {
@@ -194,14 +192,14 @@ fn a_failed_task_poisons_its_dependents_on_other_ranks() {
         let ex = Exchange::open(job, FIRST_PORT).unwrap();
         ex.expect(true);
         let mut b = ShardedBuilder::<u64>::new(ex, 1);
-        let first = b.task(0, |&k| {
+        let first = b.task(0, |&k, _| {
             if k == 1 {
                 tactor::fail("no input in instance 1");
             }
         });
-        let mid = b.task(1, |_| ());
-        let end = b.task(2, |_| ());
-        b.edge_carrying(first, mid, 4, |_, _| (), |_, _| ());
+        let mid = b.task(1, |_, _| ());
+        let end = b.task(2, |_, _| ());
+        b.edge_carrying(first, mid, 4, |_, _| ());
         b.edge(mid, end);
         let graph = b.compile(rt).unwrap();
         let ok = graph.instantiate(0, &[]).completion.wait();
@@ -230,8 +228,8 @@ fn a_bad_worker_is_refused_on_every_rank() {
     let runs = Job::run_in_process(2, 2, |rt, job| {
         let ex = Exchange::open(job, FIRST_PORT).unwrap();
         let mut b = ShardedBuilder::<()>::new(ex, 0);
-        b.task(3, |_| ());
-        b.task(4, |_| ());
+        b.task(3, |_, _| ());
+        b.task(4, |_, _| ());
         b.compile(rt).err().map(|e| e.to_string())
     });
     for run in runs {

@@ -1,15 +1,16 @@
 //! The wavefront as one compiled subgraph over the job ([`tactor::job::ShardedBuilder`]):
 //! a task per tile on its column's worker, an edge from each tile to the tile below (its
 //! bottom row) and to its right (its right column), which carries those scores when the two
-//! tiles are on different ranks. Every rank describes the whole table; the runtime keeps its
-//! tiles and batches the edges that cross ranks.
+//! tiles are on different ranks (the tile reads them where the message landed). Every rank
+//! describes the whole table; the runtime keeps its tiles and batches the edges that cross
+//! ranks.
 
 use super::{tile, Params};
 use std::sync::{Arc, OnceLock};
 use tactor::job::{Exchange, Job, Reduce, ShardedBuilder, FIRST_PORT};
-use tactor::Runtime;
+use tactor::{Runtime, SubgraphTask};
 
-/// A tile's edges once scored (here, or unpacked from another rank's message).
+/// A tile's edges once scored on this rank.
 #[derive(Default)]
 struct Edges {
     bottom: OnceLock<Vec<u32>>,
@@ -38,21 +39,27 @@ pub(super) fn run(
         for j in 0..n {
             let (rows, cols) = (span(i), span(j));
             let (tiles, a, b) = (tiles.clone(), a.clone(), b.clone());
-            ids.push(g.task(j % workers, move |_| {
+            ids.push(g.task(j % workers, move |_, got| {
+                // A neighbour's edge: from its message if it ran on another rank.
+                let edge = |k: usize, of: fn(&Edges) -> &OnceLock<Vec<u32>>| {
+                    let here = || of(&tiles[k]).get().expect("a neighbour ran").clone();
+                    got.from(SubgraphTask(k as u32)).map_or_else(here, take)
+                };
                 let zeros = vec![0; rows.len().max(cols.len()) + 1];
+                let (top, left);
                 let top = match i {
                     0 => &zeros[..cols.len()],
-                    _ => &tiles[(i - 1) * n + j]
-                        .bottom
-                        .get()
-                        .expect("the tile above ran")[..],
+                    _ => {
+                        top = edge((i - 1) * n + j, |e| &e.bottom);
+                        &top[..]
+                    }
                 };
                 let left = match j {
                     0 => &zeros[..rows.len() + 1],
-                    _ => &tiles[i * n + j - 1]
-                        .right
-                        .get()
-                        .expect("the tile to the left ran")[..],
+                    _ => {
+                        left = edge(i * n + j - 1, |e| &e.right);
+                        &left[..]
+                    }
                 };
                 let mut edges = tile(&a[rows.clone()], &b[cols.clone()], top, left);
                 let right = edges.split_off(cols.len());
@@ -65,31 +72,18 @@ pub(super) fn run(
     for i in 0..n {
         for j in 0..n {
             let from = i * n + j;
+            let (t1, t2) = (tiles.clone(), tiles.clone());
             if i + 1 < n {
                 let bytes = 4 * span(j).len();
-                let (t1, t2) = (tiles.clone(), tiles.clone());
-                g.edge_carrying(
-                    ids[from],
-                    ids[from + n],
-                    bytes,
-                    move |_, out| put(out, t1[from].bottom.get()),
-                    move |_, bytes| {
-                        let _ = t2[from].bottom.set(take(bytes));
-                    },
-                );
+                g.edge_carrying(ids[from], ids[from + n], bytes, move |_, out| {
+                    put(out, t1[from].bottom.get())
+                });
             }
             if j + 1 < n {
                 let bytes = 4 * (span(i).len() + 1);
-                let (t1, t2) = (tiles.clone(), tiles.clone());
-                g.edge_carrying(
-                    ids[from],
-                    ids[from + 1],
-                    bytes,
-                    move |_, out| put(out, t1[from].right.get()),
-                    move |_, bytes| {
-                        let _ = t2[from].right.set(take(bytes));
-                    },
-                );
+                g.edge_carrying(ids[from], ids[from + 1], bytes, move |_, out| {
+                    put(out, t2[from].right.get())
+                });
             }
         }
     }

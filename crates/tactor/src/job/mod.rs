@@ -45,7 +45,7 @@ pub use exchange::Exchange;
 pub use fault::Fault;
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
-pub use sharded::{Sharded, ShardedBuilder};
+pub use sharded::{Received, Sharded, ShardedBuilder};
 pub use spmd::{Held, Spmd, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,44 +3,35 @@
 //! become messages carrying their declared payloads, batched: one message per pair of ranks
 //! and level of an instance.
 
-use super::exchange::{Exchange, Inbox, Key};
-use crate::countdown::Outcome;
-use crate::event::Notify;
+mod messages;
+
+use super::exchange::{Exchange, Inbox};
 use crate::subgraph::compile::Compiled;
 use crate::subgraph::{Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId};
 use crate::{Event, Handle};
+use messages::{Batch, Incoming, Item, Pack, PoisonOnFailure, Stream};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
-type TaskFn<A> = Box<dyn Fn(&A) + Send + Sync>;
-type Pack<A> = Arc<dyn Fn(&A, &mut [u8]) + Send + Sync>;
-type Unpack<A> = Arc<dyn Fn(&A, &[u8]) + Send + Sync>;
-
-/// An edge as declared: its payload (none for an edge that only orders).
-struct Edge<A> {
-    from: u32,
-    to: u32,
-    bytes: usize,
-    pack: Option<Pack<A>>,
-    unpack: Option<Unpack<A>>,
-}
-
-/// A message's count field that says "poisoned": the payload is the cause.
-const POISON: usize = u32::MAX as usize;
+type TaskFn<A> = Box<dyn Fn(&A, &Received<'_>) + Send + Sync>;
 
 /// Collects a subgraph over every rank of a job, the same on every rank (control
 /// replication): tasks placed on job-wide workers (worker `w` is worker `w % W` of rank
 /// `w / W`, with `W` workers per rank), edges, external conditions. [`compile`] keeps this
 /// rank's tasks and turns the edges that cross ranks into messages: in each instance, the
 /// edges from one rank to another travel together, sent once every source task of them ran
-/// and unpacked on the receiving rank before any of their targets runs. Together means one
+/// and checked on the receiving rank before any of their targets runs. Together means one
 /// message per pair of ranks and *level*: an edge's level is the length of the longest path
 /// to its source, so a message never waits for a task that waits for it, and its sources
 /// tend to end at about the same time (a timestep of a stencil; an antidiagonal of a
-/// wavefront, whose pipeline a message per pair and instance would stall). An edge
-/// that carries data ([`edge_carrying`]) declares its size and how its bytes are written
-/// and read; within a rank it costs nothing more than a plain edge (the tasks share memory).
+/// wavefront, whose pipeline a message per pair and instance would stall).
+///
+/// An edge that carries data ([`edge_carrying`]) declares its size and how its bytes are
+/// written; across ranks its target reads them where the message landed
+/// ([`Received::from`]), kept for the instance (so a program that reuses its buffers
+/// between tasks has no copy to order); within a rank it costs what a plain edge costs, and
+/// the tasks share memory.
 ///
 /// A task that fails poisons its dependents on every rank: its rank sends, in place of
 /// each message of the instance it did not send, the cause, and the receiving tasks fail
@@ -51,22 +42,22 @@ const POISON: usize = u32::MAX as usize;
 /// use std::sync::Arc;
 /// use tactor::job::{Exchange, Job, ShardedBuilder, FIRST_PORT};
 ///
-/// // Rank 0 computes 6 × k; rank 1 adds 1 to it: the value crosses as 8 bytes.
+/// // Worker 0 computes 6 × k; worker 1 adds 1 to it (on rank 1: the value crosses).
 /// let got = Job::run_in_process(2, 1, |rt, job| {
 ///     let ex = Exchange::open(job, FIRST_PORT).unwrap();
 ///     ex.expect(true);
 ///     let (a, b) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
 ///     let mut g = ShardedBuilder::<u64>::new(ex.clone(), 0);
 ///     let (a1, a2, a3, b1) = (a.clone(), a.clone(), a.clone(), b.clone());
-///     let x = g.task(0, move |k| a1.store(6 * k, SeqCst));
-///     let y = g.task(1, move |_| b1.store(a2.load(SeqCst) + 1, SeqCst));
-///     g.edge_carrying(
-///         x,
-///         y,
-///         8,
-///         move |_, out| out.copy_from_slice(&a3.load(SeqCst).to_le_bytes()),
-///         move |_, bytes| a.store(u64::from_le_bytes(bytes.try_into().unwrap()), SeqCst),
-///     );
+///     let x = g.task(0, move |k, _| a1.store(6 * k, SeqCst));
+///     let y = g.task(1, move |_, got| {
+///         let a = match got.from(x) {
+///             Some(bytes) => u64::from_le_bytes(bytes.try_into().unwrap()),
+///             None => a2.load(SeqCst), // on the same rank
+///         };
+///         b1.store(a + 1, SeqCst)
+///     });
+///     g.edge_carrying(x, y, 8, move |_, out| out.copy_from_slice(&a3.load(SeqCst).to_le_bytes()));
 ///     let graph = g.compile(rt).unwrap();
 ///     graph.instantiate(7, &[]).completion.wait().unwrap();
 ///     b.load(SeqCst)
@@ -81,7 +72,7 @@ pub struct ShardedBuilder<A> {
     stream: u32,
     workers: Vec<usize>,
     funcs: Vec<TaskFn<A>>,
-    edges: Vec<Edge<A>>,
+    edges: Vec<Item<A>>,
     pres: u32,
     pre_edges: Vec<(u32, u32)>,
     posts: u32,
@@ -89,22 +80,33 @@ pub struct ShardedBuilder<A> {
 }
 
 /// What one instance of a rank's shard gets: the program's argument, the instance's number
-/// (its messages' step) and where its messages arrive.
+/// (its messages' step), where its messages arrive and are kept.
 struct Shard<A> {
     args: A,
     seq: i64,
     inbox: Inbox,
+    /// Each message this rank receives in the instance, once checked.
+    received: Box<[OnceLock<Vec<u8>>]>,
     /// Per message this rank sends in the instance: taken by whoever sends it (the vertex
     /// that packs it, or the failure that poisons it).
     sent: Arc<[AtomicBool]>,
 }
 
-/// The edges of one message: where it goes (or comes from), its level, its tasks, payloads.
-struct Batch<A> {
-    rank: usize,
-    level: i64,
-    edges: Vec<Edge<A>>,
-    bytes: usize,
+/// What the edges into a task brought from other ranks in this instance.
+pub struct Received<'a> {
+    messages: &'a [OnceLock<Vec<u8>>],
+    edges: &'a [(TaskId, u32, u32, u32)],
+}
+
+impl<'a> Received<'a> {
+    /// The bytes the edge from `from` to this task carried, if `from` ran on another rank
+    /// (`None` within a rank, where the tasks share memory, and for an edge that carries
+    /// nothing).
+    pub fn from(&self, from: TaskId) -> Option<&'a [u8]> {
+        let &(_, m, at, len) = self.edges.iter().find(|e| e.0 == from)?;
+        let message = self.messages[m as usize].get()?;
+        Some(&Exchange::payload(message)[at as usize..][..len as usize])
+    }
 }
 
 impl<A: Send + Sync + 'static> ShardedBuilder<A> {
@@ -125,8 +127,13 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
     }
 
     /// Adds a task that runs `f` on job-wide worker `worker` in every instance (only the rank
-    /// that owns the worker keeps `f`).
-    pub fn task(&mut self, worker: usize, f: impl Fn(&A) + Send + Sync + 'static) -> TaskId {
+    /// that owns the worker keeps `f`); `f` gets the instance's argument and what its edges
+    /// from other ranks carried. Tasks are numbered from 0 in the order added.
+    pub fn task(
+        &mut self,
+        worker: usize,
+        f: impl Fn(&A, &Received<'_>) + Send + Sync + 'static,
+    ) -> TaskId {
         self.workers.push(worker);
         self.funcs.push(Box::new(f));
         TaskId(self.funcs.len() as u32 - 1)
@@ -135,33 +142,29 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
     /// `to` runs after `from` in every instance (across ranks: an item of no bytes in the
     /// message between their ranks).
     pub fn edge(&mut self, from: TaskId, to: TaskId) {
-        self.edges.push(Edge {
+        self.edges.push(Item {
             from: from.0,
             to: to.0,
             bytes: 0,
             pack: None,
-            unpack: None,
         });
     }
 
     /// `to` runs after `from`, and across ranks `bytes` bytes travel with the edge: `pack`
-    /// writes them on `from`'s rank once `from` ran, `unpack` reads them on `to`'s rank
-    /// before `to` runs (and after the preconditions `to` waits for). Within a rank neither
-    /// is called.
+    /// writes them on `from`'s rank once `from` ran, and `to` reads them with
+    /// [`Received::from`]. Within a rank `pack` is not called.
     pub fn edge_carrying(
         &mut self,
         from: TaskId,
         to: TaskId,
         bytes: usize,
         pack: impl Fn(&A, &mut [u8]) + Send + Sync + 'static,
-        unpack: impl Fn(&A, &[u8]) + Send + Sync + 'static,
     ) {
-        self.edges.push(Edge {
+        self.edges.push(Item {
             from: from.0,
             to: to.0,
             bytes,
-            pack: Some(Arc::new(pack)),
-            unpack: Some(Arc::new(unpack)),
+            pack: Some(Arc::new(pack) as Pack<A>),
         });
     }
 
@@ -198,16 +201,18 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
     pub fn compile(self, handle: &Handle) -> Result<Sharded<A>, SubgraphError> {
         let (w, job) = (handle.workers(), self.exchange.job().clone());
         let (me, ranks) = (job.rank(), job.ranks());
-        let rank_of = |t: u32| self.workers[t as usize] / w;
         self.check(w * ranks)?;
+        let rank_of = |t: u32| self.workers[t as usize] / w;
         let level = self.levels();
-        let levels = self
-            .edges
-            .iter()
-            .map(|e| level[e.from as usize] + 1)
+        let levels = (self.edges.iter().map(|e| level[e.from as usize] + 1))
             .max()
             .unwrap_or(1);
-        // Messages: per level and ordered pair of ranks, its edges in the order declared.
+        let stream = Stream {
+            id: self.stream,
+            levels,
+        };
+        // Messages: per level and ordered pair of ranks, its edges in the order declared;
+        // and per task of this rank, where the items into it land.
         let mut batches: BTreeMap<(i64, usize, usize), Batch<A>> = BTreeMap::new();
         let mut local_edges = Vec::new();
         for e in &self.edges {
@@ -216,88 +221,89 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 local_edges.push((e.from, e.to));
                 continue;
             }
-            let p = level[e.from as usize];
-            let b = batches.entry((p, rf, rt)).or_insert_with(|| Batch {
-                rank: 0,
-                level: p,
-                edges: Vec::new(),
+            let l = level[e.from as usize];
+            let b = batches.entry((l, rf, rt)).or_insert_with(|| Batch {
+                rank: if rf == me { rt } else { rf },
+                level: l,
+                items: Vec::new(),
                 bytes: 0,
             });
             b.bytes += e.bytes;
-            b.edges.push(Edge {
+            b.items.push(Item {
                 pack: e.pack.clone(),
-                unpack: e.unpack.clone(),
                 ..*e
             });
         }
-        // This rank's shard: its tasks, renumbered, then a vertex per message.
+        let mut into: Vec<Vec<(TaskId, u32, u32, u32)>> = vec![Vec::new(); self.funcs.len()];
+        let incoming = batches.iter().filter(|(k, _)| k.2 == me).map(|(_, b)| b);
+        for (k, batch) in incoming.enumerate() {
+            let mut at = 0;
+            for e in &batch.items {
+                into[e.to as usize].push((TaskId(e.from), k as u32, at as u32, e.bytes as u32));
+                at += e.bytes;
+            }
+        }
+        // This rank's shard: its tasks, renumbered, then two vertices per message.
         let mut local = vec![u32::MAX; self.funcs.len()];
         let mut b = SubgraphBuilder::<Shard<A>>::new();
-        for (t, f) in self.funcs.into_iter().enumerate() {
+        for ((t, f), into) in self.funcs.into_iter().enumerate().zip(into) {
             if self.workers[t] / w == me {
-                let worker = self.workers[t] % w;
-                local[t] = b.task(worker, move |s: &Shard<A>| f(&s.args)).0;
+                let edges: Incoming = into.into();
+                local[t] = (b.task(self.workers[t] % w, move |s: &Shard<A>| {
+                    let got = Received {
+                        messages: &s.received,
+                        edges: &edges,
+                    };
+                    f(&s.args, &got)
+                }))
+                .0;
             }
         }
         let id = |t: u32| TaskId(local[t as usize]);
-        for &(from, to) in &local_edges {
-            if rank_of(from) == me {
-                b.edge(id(from), id(to));
-            }
+        for &(from, to) in local_edges.iter().filter(|e| rank_of(e.0) == me) {
+            b.edge(id(from), id(to));
         }
         for _ in 0..self.pres {
             b.precondition();
         }
-        for &(pre, t) in &self.pre_edges {
-            if rank_of(t) == me {
-                b.wait_for(PreId(pre), id(t));
-            }
+        for &(pre, t) in self.pre_edges.iter().filter(|e| rank_of(e.1) == me) {
+            b.wait_for(PreId(pre), id(t));
         }
         for _ in 0..self.posts {
             b.postcondition();
         }
-        for &(t, post) in &self.post_edges {
-            if rank_of(t) == me {
-                b.signal(id(t), PostId(post));
-            }
+        for &(t, post) in self.post_edges.iter().filter(|e| rank_of(e.0) == me) {
+            b.signal(id(t), PostId(post));
         }
-        let (stream, ex) = (self.stream, self.exchange.clone());
-        let mut outgoing = Vec::new();
-        let mut incoming = Vec::new();
-        for ((_, rf, rt), mut batch) in batches {
+        let ex = self.exchange.clone();
+        let (mut outgoing, mut incoming) = (Vec::new(), Vec::new());
+        for ((_, rf, rt), batch) in batches {
+            let ends = |end: fn(&Item<A>) -> u32| {
+                let mut v: Vec<u32> = batch.items.iter().map(end).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
             if rf == me {
-                batch.rank = rt;
-                let k = outgoing.len();
-                let worker = self.workers[batch.edges[0].from as usize] % w;
-                let send = send_vertex(&ex, (stream, levels), k, &batch);
-                let v = b.task(worker, send);
-                let mut sources: Vec<u32> = batch.edges.iter().map(|e| e.from).collect();
-                sources.sort_unstable();
-                sources.dedup();
-                for s in sources {
+                let worker = self.workers[batch.items[0].from as usize] % w;
+                let v = b.task(
+                    worker,
+                    messages::send_vertex(&ex, stream, outgoing.len(), &batch),
+                );
+                for s in ends(|e| e.from) {
                     b.edge(id(s), v);
                 }
-                outgoing.push(batch);
+                outgoing.push((batch.rank, batch.level));
             } else if rt == me {
-                batch.rank = rf;
-                let k = incoming.len();
-                let worker = self.workers[batch.edges[0].to as usize] % w;
-                let v = b.task(worker, receive_vertex(&ex, (stream, levels), k, &batch));
+                let worker = self.workers[batch.items[0].to as usize] % w;
+                let v = b.task(
+                    worker,
+                    messages::receive_vertex(&ex, stream, incoming.len(), &batch),
+                );
                 let inlet = b.precondition();
                 b.wait_for(inlet, v);
-                let mut targets: Vec<u32> = batch.edges.iter().map(|e| e.to).collect();
-                targets.sort_unstable();
-                targets.dedup();
-                let mut pres = Vec::new();
-                for &t in &targets {
+                for t in ends(|e| e.to) {
                     b.edge(v, id(t));
-                    pres.extend(self.pre_edges.iter().filter(|p| p.1 == t).map(|p| p.0));
-                }
-                // Unpacked no earlier than its targets could run.
-                pres.sort_unstable();
-                pres.dedup();
-                for p in pres {
-                    b.wait_for(PreId(p), v);
                 }
                 incoming.push((batch.rank, batch.level));
             }
@@ -307,8 +313,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             exchange: self.exchange,
             stream,
             incoming,
-            outgoing: outgoing.iter().map(|b| (b.rank, b.level)).collect(),
-            levels,
+            outgoing,
             next: AtomicI64::new(0),
         })
     }
@@ -363,91 +368,14 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
     }
 }
 
-/// The vertex that packs and sends message `k` of an instance.
-fn send_vertex<A: Send + Sync + 'static>(
-    ex: &Arc<Exchange>,
-    (stream, levels): (u32, i64),
-    k: usize,
-    batch: &Batch<A>,
-) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
-    let (ex, dest, total, level) = (ex.clone(), batch.rank, batch.bytes, batch.level);
-    let items: Vec<(usize, Option<Pack<A>>)> = batch
-        .edges
-        .iter()
-        .map(|e| (e.bytes, e.pack.clone()))
-        .collect();
-    move |s: &Shard<A>| {
-        if s.sent[k].swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let mut buf = vec![0u8; total];
-        let mut at = 0;
-        for (bytes, pack) in &items {
-            if let Some(pack) = pack {
-                pack(&s.args, &mut buf[at..at + bytes]);
-            }
-            at += bytes;
-        }
-        let channel = crate::current_worker().unwrap_or(0);
-        let step = s.seq * levels + level;
-        ex.send_buffer(channel, dest, (stream, step), items.len(), &buf);
-    }
-}
-
-/// The vertex that takes message `k` of an instance from its inbox slot and unpacks it.
-fn receive_vertex<A: Send + Sync + 'static>(
-    ex: &Arc<Exchange>,
-    (stream, levels): (u32, i64),
-    k: usize,
-    batch: &Batch<A>,
-) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
-    let (ex, source, total, level) = (ex.clone(), batch.rank, batch.bytes, batch.level);
-    let items: Vec<(usize, Option<Unpack<A>>)> = batch
-        .edges
-        .iter()
-        .map(|e| (e.bytes, e.unpack.clone()))
-        .collect();
-    move |s: &Shard<A>| {
-        let key: Key = (stream, s.seq * levels + level, source);
-        let data = s.inbox[k]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(cause) = data.as_deref().and_then(poisoned) {
-            crate::fail(format!("rank {source}: {cause}"));
-        }
-        let Some(payload) = ex.check(key, data.as_deref(), items.len(), total) else {
-            crate::fail(format!(
-                "stream {stream}: the message of step {} from rank {source} broke the protocol",
-                key.1
-            ));
-        };
-        let mut at = 0;
-        for (bytes, unpack) in &items {
-            if let Some(unpack) = unpack {
-                unpack(&s.args, &payload[at..at + bytes]);
-            }
-            at += bytes;
-        }
-    }
-}
-
-/// The cause a poisoned message carries, if it is one.
-fn poisoned(message: &[u8]) -> Option<String> {
-    let count = u32::from_le_bytes(message.get(4..8)?.try_into().ok()?) as usize;
-    (count == POISON).then(|| String::from_utf8_lossy(Exchange::payload(message)).into_owned())
-}
-
 /// A subgraph over the ranks of a job, compiled for this rank ([`ShardedBuilder`]).
 pub struct Sharded<A> {
     graph: Subgraph<Shard<A>>,
     exchange: Arc<Exchange>,
-    stream: u32,
+    stream: Stream,
     /// The rank and level of each message this rank receives per instance, and sends.
     incoming: Vec<(usize, i64)>,
     outgoing: Vec<(usize, i64)>,
-    /// Levels per instance: message `(p, r)` of instance `k` is step `k × levels + p`.
-    levels: i64,
     /// The next instance's number: every rank instantiates in the same order.
     next: AtomicI64,
 }
@@ -474,13 +402,13 @@ impl<A: Send + Sync + 'static> Sharded<A> {
             args,
             seq,
             inbox: inbox.clone(),
+            received: self.incoming.iter().map(|_| OnceLock::new()).collect(),
             sent: sent.clone(),
         };
         let (instance, inlets) =
-            self.graph
-                .instantiate_with_inlets(shard, preconditions, self.incoming.len());
-        let step = |p: i64| seq * self.levels + p;
-        let keys = (self.incoming.iter()).map(|&(r, p)| (self.stream, step(p), r));
+            (self.graph).instantiate_with_inlets(shard, preconditions, self.incoming.len());
+        let step = |l: i64| self.stream.step(seq, l);
+        let keys = (self.incoming.iter()).map(|&(r, l)| (self.stream.id, step(l), r));
         self.exchange.inlets(&inbox, keys.zip(inlets));
         if !self.outgoing.is_empty() {
             instance
@@ -488,8 +416,8 @@ impl<A: Send + Sync + 'static> Sharded<A> {
                 .state()
                 .subscribe(Arc::new(PoisonOnFailure {
                     exchange: self.exchange.clone(),
-                    stream: self.stream,
-                    to: (self.outgoing.iter()).map(|&(r, p)| (r, step(p))).collect(),
+                    stream: self.stream.id,
+                    to: (self.outgoing.iter()).map(|&(r, l)| (r, step(l))).collect(),
                     sent,
                 }));
         }
@@ -499,30 +427,5 @@ impl<A: Send + Sync + 'static> Sharded<A> {
     /// Tasks of this rank's shard, the vertices of its messages included.
     pub fn tasks(&self) -> usize {
         self.graph.tasks()
-    }
-}
-
-/// Sends the cause of an instance's failure in place of each of its messages not sent.
-struct PoisonOnFailure {
-    exchange: Arc<Exchange>,
-    stream: u32,
-    /// Each message's rank and step.
-    to: Vec<(usize, i64)>,
-    sent: Arc<[AtomicBool]>,
-}
-
-impl Notify for PoisonOnFailure {
-    fn notify(self: Arc<Self>, outcome: &Outcome) {
-        let Err(failure) = outcome else {
-            return;
-        };
-        let cause = failure.to_string();
-        for (k, &(dest, step)) in self.to.iter().enumerate() {
-            if !self.sent[k].swap(true, Ordering::AcqRel) {
-                let channel = crate::current_worker().unwrap_or(0);
-                let key = (self.stream, step);
-                (self.exchange).send_buffer(channel, dest, key, POISON, cause.as_bytes());
-            }
-        }
     }
 }

@@ -1,0 +1,140 @@
+//! The messages of a sharded subgraph: the vertex that packs and sends one, the vertex that
+//! checks one that arrived and keeps it for its targets, and the poison an instance that
+//! failed sends in place of those it did not send.
+
+use super::Shard;
+use crate::countdown::Outcome;
+use crate::event::Notify;
+use crate::job::exchange::{Exchange, Key};
+use crate::subgraph::TaskId;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
+
+/// A message's count field that says "poisoned": the payload is the cause.
+const POISON: usize = u32::MAX as usize;
+
+pub(super) type Pack<A> = Arc<dyn Fn(&A, &mut [u8]) + Send + Sync>;
+
+/// One edge of a message: its tasks, and what it carries.
+pub(super) struct Item<A> {
+    pub(super) from: u32,
+    pub(super) to: u32,
+    pub(super) bytes: usize,
+    pub(super) pack: Option<Pack<A>>,
+}
+
+/// The edges of one message: the other rank, the level, its items in the order declared.
+pub(super) struct Batch<A> {
+    pub(super) rank: usize,
+    pub(super) level: i64,
+    pub(super) items: Vec<Item<A>>,
+    pub(super) bytes: usize,
+}
+
+/// Where a message goes in the exchange: its stream, and the levels of an instance (message
+/// of level `l` in instance `k` is step `k × levels + l`).
+#[derive(Clone, Copy)]
+pub(super) struct Stream {
+    pub(super) id: u32,
+    pub(super) levels: i64,
+}
+
+impl Stream {
+    pub(super) fn step(self, seq: i64, level: i64) -> i64 {
+        seq * self.levels + level
+    }
+}
+
+/// The vertex that packs and sends message `k` of an instance.
+pub(super) fn send_vertex<A: Send + Sync + 'static>(
+    ex: &Arc<Exchange>,
+    stream: Stream,
+    k: usize,
+    batch: &Batch<A>,
+) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
+    let (ex, dest, total, level) = (ex.clone(), batch.rank, batch.bytes, batch.level);
+    let items: Vec<(usize, Option<Pack<A>>)> = (batch.items.iter())
+        .map(|e| (e.bytes, e.pack.clone()))
+        .collect();
+    move |s: &Shard<A>| {
+        if s.sent[k].swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut buf = vec![0u8; total];
+        let mut at = 0;
+        for (bytes, pack) in &items {
+            if let Some(pack) = pack {
+                pack(&s.args, &mut buf[at..at + bytes]);
+            }
+            at += bytes;
+        }
+        let channel = crate::current_worker().unwrap_or(0);
+        let key = (stream.id, stream.step(s.seq, level));
+        ex.send_buffer(channel, dest, key, items.len(), &buf);
+    }
+}
+
+/// The vertex that takes message `k` of an instance from its inbox slot, checks it, and
+/// keeps it for its targets ([`Received`](super::Received)); a poisoned or broken message
+/// fails it, and so its targets.
+pub(super) fn receive_vertex<A: Send + Sync + 'static>(
+    ex: &Arc<Exchange>,
+    stream: Stream,
+    k: usize,
+    batch: &Batch<A>,
+) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
+    let (ex, source, level) = (ex.clone(), batch.rank, batch.level);
+    let (count, total) = (batch.items.len(), batch.bytes);
+    move |s: &Shard<A>| {
+        let key: Key = (stream.id, stream.step(s.seq, level), source);
+        let data = s.inbox[k]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(cause) = data.as_deref().and_then(poisoned) {
+            crate::fail(format!("rank {source}: {cause}"));
+        }
+        if ex.check(key, data.as_deref(), count, total).is_none() {
+            crate::fail(format!(
+                "stream {}: the message of step {} from rank {source} broke the protocol",
+                key.0, key.1
+            ));
+        }
+        let _ = s.received[k].set(data.expect("a checked message"));
+    }
+}
+
+/// The cause a poisoned message carries, if it is one.
+fn poisoned(message: &[u8]) -> Option<String> {
+    let count = u32::from_le_bytes(message.get(4..8)?.try_into().ok()?) as usize;
+    (count == POISON).then(|| String::from_utf8_lossy(Exchange::payload(message)).into_owned())
+}
+
+/// Where a task finds what its edges from other ranks carried: per edge into it, the source
+/// task, the message (this rank's incoming index) and the item's place in its payload.
+pub(super) type Incoming = Arc<[(TaskId, u32, u32, u32)]>;
+
+/// Sends the cause of an instance's failure in place of each of its messages not sent.
+pub(super) struct PoisonOnFailure {
+    pub(super) exchange: Arc<Exchange>,
+    pub(super) stream: u32,
+    /// Each message's rank and step.
+    pub(super) to: Vec<(usize, i64)>,
+    pub(super) sent: Arc<[AtomicBool]>,
+}
+
+impl Notify for PoisonOnFailure {
+    fn notify(self: Arc<Self>, outcome: &Outcome) {
+        let Err(failure) = outcome else {
+            return;
+        };
+        let cause = failure.to_string();
+        for (k, &(dest, step)) in self.to.iter().enumerate() {
+            if !self.sent[k].swap(true, Ordering::AcqRel) {
+                let channel = crate::current_worker().unwrap_or(0);
+                let key = (self.stream, step);
+                (self.exchange).send_buffer(channel, dest, key, POISON, cause.as_bytes());
+            }
+        }
+    }
+}
