@@ -1,4 +1,4 @@
-//! The messages of a sharded subgraph: the vertex that packs and sends one, the vertex that
+//! The messages of a sharded subgraph: what a source task packs, the vertex that sends one, the vertex that
 //! checks one that arrived and keeps it for its targets, and the poison an instance that
 //! failed sends in place of those it did not send.
 
@@ -45,32 +45,41 @@ impl Stream {
     }
 }
 
-/// The vertex that packs and sends message `k` of an instance.
+/// The vertex that sends message `k` of an instance, once its sources packed their items
+/// into it ([`Outgoing`]).
 pub(super) fn send_vertex<A: Send + Sync + 'static>(
     ex: &Arc<Exchange>,
     stream: Stream,
     k: usize,
     batch: &Batch<A>,
 ) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
-    let (ex, dest, total, level) = (ex.clone(), batch.rank, batch.bytes, batch.level);
-    let items: Vec<(usize, Option<Pack<A>>)> = (batch.items.iter())
-        .map(|e| (e.bytes, e.pack.clone()))
-        .collect();
+    let (ex, dest, count, level) = (ex.clone(), batch.rank, batch.items.len(), batch.level);
     move |s: &Shard<A>| {
         if s.sent[k].swap(true, Ordering::AcqRel) {
             return;
         }
-        let mut buf = vec![0u8; total];
-        let mut at = 0;
-        for (bytes, pack) in &items {
-            if let Some(pack) = pack {
-                pack(&s.args, &mut buf[at..at + bytes]);
-            }
-            at += bytes;
-        }
+        let buf = std::mem::take(&mut *s.outbox[k].lock().unwrap_or_else(PoisonError::into_inner));
         let channel = crate::current_worker().unwrap_or(0);
         let key = (stream.id, stream.step(s.seq, level));
-        ex.send_buffer(channel, dest, key, items.len(), &buf);
+        ex.send_buffer(channel, dest, key, count, &buf);
+    }
+}
+
+/// An item a task packs after it ran: the message (this rank's outgoing index), the item's
+/// place in it, and how to write it.
+pub(super) type Packing<A> = (u32, usize, usize, Pack<A>);
+
+/// What a task packs after it ran: the items of the messages it is the source of.
+pub(super) type Outgoing<A> = Arc<[Packing<A>]>;
+
+/// Packs a task's items into the instance's messages, right after the task ran on its
+/// worker: before anything ordered after the task can change what they are made of.
+pub(super) fn pack<A>(s: &Shard<A>, items: &[Packing<A>]) {
+    for (k, at, bytes, pack) in items {
+        let mut buf = s.outbox[*k as usize]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        pack(&s.args, &mut buf[*at..at + bytes]);
     }
 }
 

@@ -9,7 +9,7 @@ use super::exchange::{Exchange, Inbox};
 use crate::subgraph::compile::Compiled;
 use crate::subgraph::{Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId};
 use crate::{Event, Handle};
-use messages::{Batch, Incoming, Item, Pack, PoisonOnFailure, Stream};
+use messages::{Batch, Incoming, Item, Outgoing, Pack, Packing, PoisonOnFailure, Stream};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -87,6 +87,8 @@ struct Shard<A> {
     inbox: Inbox,
     /// Each message this rank receives in the instance, once checked.
     received: Box<[OnceLock<Vec<u8>>]>,
+    /// Each message this rank sends in the instance, as its sources pack their items.
+    outbox: Box<[Mutex<Vec<u8>>]>,
     /// Per message this rank sends in the instance: taken by whoever sends it (the vertex
     /// that packs it, or the failure that poisons it).
     sent: Arc<[AtomicBool]>,
@@ -151,7 +153,8 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
     }
 
     /// `to` runs after `from`, and across ranks `bytes` bytes travel with the edge: `pack`
-    /// writes them on `from`'s rank once `from` ran, and `to` reads them with
+    /// writes them on `from`'s worker right after `from` ran (so before anything ordered
+    /// after `from` changes what they are made of), and `to` reads them with
     /// [`Received::from`]. Within a rank `pack` is not called.
     pub fn edge_carrying(
         &mut self,
@@ -234,7 +237,8 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 ..*e
             });
         }
-        let mut into: Vec<Vec<(TaskId, u32, u32, u32)>> = vec![Vec::new(); self.funcs.len()];
+        let n = self.funcs.len();
+        let mut into: Vec<Vec<(TaskId, u32, u32, u32)>> = vec![Vec::new(); n];
         let incoming = batches.iter().filter(|(k, _)| k.2 == me).map(|(_, b)| b);
         for (k, batch) in incoming.enumerate() {
             let mut at = 0;
@@ -243,18 +247,31 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 at += e.bytes;
             }
         }
+        let mut out: Vec<Vec<Packing<A>>> = (0..n).map(|_| Vec::new()).collect();
+        let outgoing = batches.iter().filter(|(k, _)| k.1 == me).map(|(_, b)| b);
+        for (k, batch) in outgoing.enumerate() {
+            let mut at = 0;
+            for e in &batch.items {
+                if let Some(pack) = &e.pack {
+                    out[e.from as usize].push((k as u32, at, e.bytes, pack.clone()));
+                }
+                at += e.bytes;
+            }
+        }
         // This rank's shard: its tasks, renumbered, then two vertices per message.
         let mut local = vec![u32::MAX; self.funcs.len()];
         let mut b = SubgraphBuilder::<Shard<A>>::new();
-        for ((t, f), into) in self.funcs.into_iter().enumerate().zip(into) {
+        let tasks = self.funcs.into_iter().zip(into).zip(out).enumerate();
+        for (t, ((f, into), out)) in tasks {
             if self.workers[t] / w == me {
-                let edges: Incoming = into.into();
+                let (edges, out): (Incoming, Outgoing<A>) = (into.into(), out.into());
                 local[t] = (b.task(self.workers[t] % w, move |s: &Shard<A>| {
                     let got = Received {
                         messages: &s.received,
                         edges: &edges,
                     };
-                    f(&s.args, &got)
+                    f(&s.args, &got);
+                    messages::pack(s, &out);
                 }))
                 .0;
             }
@@ -276,7 +293,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             b.signal(id(t), PostId(post));
         }
         let ex = self.exchange.clone();
-        let (mut outgoing, mut incoming) = (Vec::new(), Vec::new());
+        let (mut outgoing, mut incoming, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
         for ((_, rf, rt), batch) in batches {
             let ends = |end: fn(&Item<A>) -> u32| {
                 let mut v: Vec<u32> = batch.items.iter().map(end).collect();
@@ -294,6 +311,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                     b.edge(id(s), v);
                 }
                 outgoing.push((batch.rank, batch.level));
+                sizes.push(batch.bytes);
             } else if rt == me {
                 let worker = self.workers[batch.items[0].to as usize] % w;
                 let v = b.task(
@@ -314,6 +332,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             stream,
             incoming,
             outgoing,
+            sizes,
             next: AtomicI64::new(0),
         })
     }
@@ -376,6 +395,8 @@ pub struct Sharded<A> {
     /// The rank and level of each message this rank receives per instance, and sends.
     incoming: Vec<(usize, i64)>,
     outgoing: Vec<(usize, i64)>,
+    /// The bytes of each message this rank sends per instance.
+    sizes: Vec<usize>,
     /// The next instance's number: every rank instantiates in the same order.
     next: AtomicI64,
 }
@@ -403,6 +424,7 @@ impl<A: Send + Sync + 'static> Sharded<A> {
             seq,
             inbox: inbox.clone(),
             received: self.incoming.iter().map(|_| OnceLock::new()).collect(),
+            outbox: self.sizes.iter().map(|&n| Mutex::new(vec![0; n])).collect(),
             sent: sent.clone(),
         };
         let (instance, inlets) =
