@@ -216,6 +216,23 @@ fn auto_matrix_on_two_and_three_ranks() {
     );
 }
 
+/// `sharded` has no exchange code: its chunks are subgraphs of the whole job, whose edges
+/// between ranks the runtime sends. Every type, then many chunks of graphs whose ranks run
+/// ahead of each other (random_nearest), where a replica or a slot refilled too early fails
+/// validation; repeated, since that needs an interleaving.
+#[test]
+fn sharded_matrix_on_two_and_three_ranks() {
+    matrix("sharded");
+    for _ in 0..3 {
+        same_as_one_process(
+            "sharded",
+            3,
+            2,
+            "-steps 150 -width 9 -type random_nearest -radix 4 -and -steps 100 -width 5 -type stencil_1d",
+        );
+    }
+}
+
 /// `replicated` has no exchange code: the runtime derives its copies between ranks (over TCP
 /// without shared memory and with faults: with the others, `RANK_SYSTEMS`).
 #[test]
@@ -278,12 +295,13 @@ fn bad_flags_are_reported_once() {
 }
 
 /// Systems that run on ranks: every system with exchange code of its own (`parfor` exchanges
-/// as `forkjoin` does, `futures-barrier` as `futures`), and `replicated`, whose copies the
-/// runtime sends (its faults injected there).
-const RANK_SYSTEMS: [&str; 9] = [
+/// as `forkjoin` does, `futures-barrier` as `futures`), and `sharded` and `replicated`, whose
+/// messages the runtime sends (the faults injected there).
+const RANK_SYSTEMS: [&str; 10] = [
     "bsp",
     "tasks",
     "compiled",
+    "sharded",
     "implicit",
     "traced",
     "auto",

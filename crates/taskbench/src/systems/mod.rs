@@ -14,6 +14,7 @@ mod on_tactor;
 mod parfor;
 mod replicated;
 mod serial;
+mod sharded;
 pub mod shared;
 pub mod slots;
 mod styles;
@@ -29,6 +30,7 @@ pub use implicit::Implicit;
 pub use parfor::ParFor;
 pub use replicated::Replicated;
 pub use serial::Serial;
+pub use sharded::Sharded;
 pub use tasks::Tasks;
 pub use team::Pass;
 
@@ -44,6 +46,7 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(Bsp),
         Box::new(Tasks),
         Box::new(Compiled),
+        Box::new(Sharded),
         Box::new(Implicit::PLAIN),
         Box::new(Implicit::TRACED),
         Box::new(Implicit::AUTO),
