@@ -24,8 +24,12 @@ use taskbench_core::validate::TaskError;
 /// Chunks of timesteps, each a compiled subgraph over the job.
 pub struct Sharded;
 
-/// Timesteps per chunk after the first (even: every chunk starts on the same parity).
-const CHUNK: i64 = 32;
+/// Tasks per chunk aimed at (as `compiled`): a chunk's start and its hand-over to the next
+/// (which waits for all of it) are small against running it.
+const CHUNK_TASKS: i64 = 4096;
+
+/// Least timesteps per chunk after the first.
+const MIN_CHUNK: i64 = 32;
 
 /// Every graph's buffers and where its points run.
 struct Data {
@@ -51,8 +55,12 @@ impl super::System for Sharded {
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
+        // Rows of outputs and scratch, and a few distinct chunks compiled (all of a graph
+        // whose shape keeps changing: it may not fit).
+        let width: i64 = app.graphs.iter().map(|g| g.max_width).sum();
+        let steps = 4 * (CHUNK_TASKS / width.max(1)).max(MIN_CHUNK);
         footprint::rows(app, 2, 2)
-            .saturating_add(footprint::per_task(app, |_| 2 * CHUNK, 160, 64))
+            .saturating_add(footprint::per_task(app, |t| t.min(steps), 256, 64))
             .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
     }
 
@@ -88,9 +96,12 @@ impl super::System for Sharded {
         let steps = (data.plans.iter().map(|p| p.graph().timesteps))
             .max()
             .unwrap_or(0);
+        // Chunks after the first have an even length: each starts on the same parity.
+        let width: i64 = data.plans.iter().map(|p| p.graph().max_width).sum();
+        let per_chunk = (CHUNK_TASKS / width.max(1)).max(MIN_CHUNK) / 2 * 2;
         let mut chunks = vec![(0, steps.min(1))];
         while let Some(&(t0, len)) = chunks.last().filter(|c| c.0 + c.1 < steps) {
-            chunks.push((t0 + len, CHUNK.min(steps - t0 - len)));
+            chunks.push((t0 + len, per_chunk.min(steps - t0 - len)));
         }
         // Equal chunks (the same shapes, one timestep past their end included) share a graph.
         let mut graphs: HashMap<Vec<Option<u32>>, Arc<Graph<i64>>> = HashMap::new();
@@ -113,11 +124,18 @@ impl super::System for Sharded {
             run.push((t0, graph));
         }
         super::timing::passes(&rt, remote.as_deref(), || {
+            // At most two chunks in flight: the messages awaited, and memory, stay bounded.
             let mut last = Event::triggered();
+            let mut flight = std::collections::VecDeque::new();
+            let mut done = Ok(());
             for (t0, graph) in &run {
                 last = graph.instantiate(*t0, &[last]).completion;
+                flight.push_back(last.clone());
+                if flight.len() > 2 {
+                    done = done.and(flight.pop_front().expect("three in flight").wait());
+                }
             }
-            let done = last.wait();
+            let done = done.and(last.wait());
             match data.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 Some(e) => Err(RunError::Validation(e)),
                 None => done.map_err(|e| RunError::Runtime(e.to_string())),
