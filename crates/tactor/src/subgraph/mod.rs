@@ -120,13 +120,13 @@ type TaskFn<A> = Box<dyn Fn(&A) + Send + Sync>;
 /// assert_eq!(sum.load(SeqCst), 11 + 22);
 /// ```
 pub struct SubgraphBuilder<A> {
-    workers: Vec<usize>,
+    pub(crate) workers: Vec<usize>,
     funcs: Vec<TaskFn<A>>,
-    edges: Vec<(u32, u32)>,
-    pres: u32,
-    pre_edges: Vec<(u32, u32)>,
-    posts: u32,
-    post_edges: Vec<(u32, u32)>,
+    pub(crate) edges: Vec<(u32, u32)>,
+    pub(crate) pres: u32,
+    pub(crate) pre_edges: Vec<(u32, u32)>,
+    pub(crate) posts: u32,
+    pub(crate) post_edges: Vec<(u32, u32)>,
 }
 
 impl<A> Default for SubgraphBuilder<A> {

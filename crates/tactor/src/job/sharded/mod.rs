@@ -70,13 +70,12 @@ type TaskFn<A> = Box<dyn Fn(&A, &Received<'_>) + Send + Sync>;
 pub struct ShardedBuilder<A> {
     exchange: Arc<Exchange>,
     stream: u32,
-    workers: Vec<usize>,
+    /// The graph's shape: its tasks on their job-wide workers, edges and conditions, as
+    /// [`SubgraphBuilder::compile`] checks them.
+    shape: SubgraphBuilder<()>,
     funcs: Vec<TaskFn<A>>,
-    edges: Vec<Item<A>>,
-    pres: u32,
-    pre_edges: Vec<(u32, u32)>,
-    posts: u32,
-    post_edges: Vec<(u32, u32)>,
+    /// Per edge, in the order of the shape's: its bytes, and how they are packed.
+    payloads: Vec<(usize, Option<Pack<A>>)>,
 }
 
 /// What one instance of a rank's shard gets: the program's argument, the instance's number
@@ -118,13 +117,9 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         ShardedBuilder {
             exchange,
             stream,
-            workers: Vec::new(),
+            shape: SubgraphBuilder::new(),
             funcs: Vec::new(),
-            edges: Vec::new(),
-            pres: 0,
-            pre_edges: Vec::new(),
-            posts: 0,
-            post_edges: Vec::new(),
+            payloads: Vec::new(),
         }
     }
 
@@ -136,20 +131,15 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         worker: usize,
         f: impl Fn(&A, &Received<'_>) + Send + Sync + 'static,
     ) -> TaskId {
-        self.workers.push(worker);
         self.funcs.push(Box::new(f));
-        TaskId(self.funcs.len() as u32 - 1)
+        self.shape.task(worker, |_| ())
     }
 
     /// `to` runs after `from` in every instance (across ranks: an item of no bytes in the
     /// message between their ranks).
     pub fn edge(&mut self, from: TaskId, to: TaskId) {
-        self.edges.push(Item {
-            from: from.0,
-            to: to.0,
-            bytes: 0,
-            pack: None,
-        });
+        self.shape.edge(from, to);
+        self.payloads.push((0, None));
     }
 
     /// `to` runs after `from`, and across ranks `bytes` bytes travel with the edge: `pack`
@@ -163,37 +153,31 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         bytes: usize,
         pack: impl Fn(&A, &mut [u8]) + Send + Sync + 'static,
     ) {
-        self.edges.push(Item {
-            from: from.0,
-            to: to.0,
-            bytes,
-            pack: Some(Arc::new(pack) as Pack<A>),
-        });
+        self.shape.edge(from, to);
+        self.payloads.push((bytes, Some(Arc::new(pack))));
     }
 
     /// Declares an external precondition: every rank gives an event for it to
     /// [`Sharded::instantiate`], which the tasks of that rank that wait for it wait on.
     pub fn precondition(&mut self) -> PreId {
-        self.pres += 1;
-        PreId(self.pres - 1)
+        self.shape.precondition()
     }
 
     /// `task` waits for external precondition `pre` (on its rank).
     pub fn wait_for(&mut self, pre: PreId, task: TaskId) {
-        self.pre_edges.push((pre.0, task.0));
+        self.shape.wait_for(pre, task)
     }
 
     /// Declares an external postcondition: on each rank, an event of each instance that
     /// triggers when that rank's tasks signalling it have run (at the rank's completion of
     /// the instance if none does).
     pub fn postcondition(&mut self) -> PostId {
-        self.posts += 1;
-        PostId(self.posts - 1)
+        self.shape.postcondition()
     }
 
     /// `post` waits for `task`.
     pub fn signal(&mut self, task: TaskId, post: PostId) {
-        self.post_edges.push((task.0, post.0));
+        self.shape.signal(task, post)
     }
 
     /// Checks the whole graph (the same verdict on every rank) and compiles this rank's
@@ -204,10 +188,14 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
     pub fn compile(self, handle: &Handle) -> Result<Sharded<A>, SubgraphError> {
         let (w, job) = (handle.workers(), self.exchange.job().clone());
         let (me, ranks) = (job.rank(), job.ranks());
-        self.check(w * ranks)?;
-        let rank_of = |t: u32| self.workers[t as usize] / w;
-        let level = self.levels();
-        let levels = (self.edges.iter().map(|e| level[e.from as usize] + 1))
+        let shape = &self.shape;
+        let (workers, edges) = (shape.workers.clone(), shape.edges.clone());
+        let (pre_edges, post_edges) = (shape.pre_edges.clone(), shape.post_edges.clone());
+        let (pres, posts) = (shape.pres, shape.posts);
+        let level = levels(workers.len(), &edges);
+        Compiled::new(self.shape, w * ranks)?;
+        let rank_of = |t: u32| workers[t as usize] / w;
+        let levels = (edges.iter().map(|e| level[e.0 as usize] + 1))
             .max()
             .unwrap_or(1);
         let stream = Stream {
@@ -218,23 +206,25 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         // and per task of this rank, where the items into it land.
         let mut batches: BTreeMap<(i64, usize, usize), Batch<A>> = BTreeMap::new();
         let mut local_edges = Vec::new();
-        for e in &self.edges {
-            let (rf, rt) = (rank_of(e.from), rank_of(e.to));
+        for (&(from, to), (bytes, pack)) in edges.iter().zip(self.payloads) {
+            let (rf, rt) = (rank_of(from), rank_of(to));
             if rf == rt {
-                local_edges.push((e.from, e.to));
+                local_edges.push((from, to));
                 continue;
             }
-            let l = level[e.from as usize];
+            let l = level[from as usize];
             let b = batches.entry((l, rf, rt)).or_insert_with(|| Batch {
                 rank: if rf == me { rt } else { rf },
                 level: l,
                 items: Vec::new(),
                 bytes: 0,
             });
-            b.bytes += e.bytes;
+            b.bytes += bytes;
             b.items.push(Item {
-                pack: e.pack.clone(),
-                ..*e
+                from,
+                to,
+                bytes,
+                pack,
             });
         }
         let n = self.funcs.len();
@@ -263,9 +253,9 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         let mut b = SubgraphBuilder::<Shard<A>>::new();
         let tasks = self.funcs.into_iter().zip(into).zip(out).enumerate();
         for (t, ((f, into), out)) in tasks {
-            if self.workers[t] / w == me {
+            if workers[t] / w == me {
                 let (edges, out): (Incoming, Outgoing<A>) = (into.into(), out.into());
-                local[t] = (b.task(self.workers[t] % w, move |s: &Shard<A>| {
+                local[t] = (b.task(workers[t] % w, move |s: &Shard<A>| {
                     let got = Received {
                         messages: &s.received,
                         edges: &edges,
@@ -280,16 +270,16 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         for &(from, to) in local_edges.iter().filter(|e| rank_of(e.0) == me) {
             b.edge(id(from), id(to));
         }
-        for _ in 0..self.pres {
+        for _ in 0..pres {
             b.precondition();
         }
-        for &(pre, t) in self.pre_edges.iter().filter(|e| rank_of(e.1) == me) {
+        for &(pre, t) in pre_edges.iter().filter(|e| rank_of(e.1) == me) {
             b.wait_for(PreId(pre), id(t));
         }
-        for _ in 0..self.posts {
+        for _ in 0..posts {
             b.postcondition();
         }
-        for &(t, post) in self.post_edges.iter().filter(|e| rank_of(e.0) == me) {
+        for &(t, post) in post_edges.iter().filter(|e| rank_of(e.0) == me) {
             b.signal(id(t), PostId(post));
         }
         let ex = self.exchange.clone();
@@ -302,7 +292,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 v
             };
             if rf == me {
-                let worker = self.workers[batch.items[0].from as usize] % w;
+                let worker = workers[batch.items[0].from as usize] % w;
                 let v = b.task(
                     worker,
                     messages::send_vertex(&ex, stream, outgoing.len(), &batch),
@@ -313,7 +303,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 outgoing.push((batch.rank, batch.level));
                 sizes.push(batch.bytes);
             } else if rt == me {
-                let worker = self.workers[batch.items[0].to as usize] % w;
+                let worker = workers[batch.items[0].to as usize] % w;
                 let v = b.task(
                     worker,
                     messages::receive_vertex(&ex, stream, incoming.len(), &batch),
@@ -336,55 +326,33 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             next: AtomicI64::new(0),
         })
     }
+}
 
-    /// Per task, the length of the longest path to it (a checked graph: acyclic).
-    fn levels(&self) -> Vec<i64> {
-        let n = self.funcs.len();
-        let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut preds = vec![0usize; n];
-        for e in &self.edges {
-            succ[e.from as usize].push(e.to);
-            preds[e.to as usize] += 1;
-        }
-        let mut level = vec![0i64; n];
-        let mut ready: Vec<usize> = (0..n).filter(|&t| preds[t] == 0).collect();
-        while let Some(t) = ready.pop() {
-            for &s in &succ[t] {
-                let s = s as usize;
-                level[s] = level[s].max(level[t] + 1);
-                preds[s] -= 1;
-                if preds[s] == 0 {
-                    ready.push(s);
-                }
+/// Per task of a graph of `n` tasks with `edges`, the length of the longest path to it
+/// (none if the graph has a cycle, which compiling it reports).
+fn levels(n: usize, edges: &[(u32, u32)]) -> Vec<i64> {
+    let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut preds = vec![0usize; n];
+    for &(from, to) in edges
+        .iter()
+        .filter(|e| (e.0 as usize) < n && (e.1 as usize) < n)
+    {
+        succ[from as usize].push(to);
+        preds[to as usize] += 1;
+    }
+    let mut level = vec![0i64; n];
+    let mut ready: Vec<usize> = (0..n).filter(|&t| preds[t] == 0).collect();
+    while let Some(t) = ready.pop() {
+        for &s in &succ[t] {
+            let s = s as usize;
+            level[s] = level[s].max(level[t] + 1);
+            preds[s] -= 1;
+            if preds[s] == 0 {
+                ready.push(s);
             }
         }
-        level
     }
-
-    /// The whole graph's tasks, workers and conditions, as [`SubgraphBuilder::compile`]
-    /// checks them.
-    fn check(&self, workers: usize) -> Result<(), SubgraphError> {
-        let mut all = SubgraphBuilder::<()>::new();
-        for &wk in &self.workers {
-            all.task(wk, |_| ());
-        }
-        for e in &self.edges {
-            all.edge(TaskId(e.from), TaskId(e.to));
-        }
-        for _ in 0..self.pres {
-            all.precondition();
-        }
-        for &(p, t) in &self.pre_edges {
-            all.wait_for(PreId(p), TaskId(t));
-        }
-        for _ in 0..self.posts {
-            all.postcondition();
-        }
-        for &(t, p) in &self.post_edges {
-            all.signal(TaskId(t), PostId(p));
-        }
-        Compiled::new(all, workers).map(|_| ())
-    }
+    level
 }
 
 /// A subgraph over the ranks of a job, compiled for this rank ([`ShardedBuilder`]).
