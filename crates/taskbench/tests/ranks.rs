@@ -223,7 +223,7 @@ fn auto_matrix_on_two_and_three_ranks() {
 #[test]
 fn sharded_matrix_on_two_and_three_ranks() {
     matrix("sharded");
-    for _ in 0..3 {
+    for _ in 0..2 {
         same_as_one_process(
             "sharded",
             3,
