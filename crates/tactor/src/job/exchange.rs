@@ -316,8 +316,9 @@ impl Exchange {
         Ok(&data[HEADER..])
     }
 
-    /// Waits for message `key` and takes it: polls the network for it a while, then waits on
-    /// an event it triggers (suspending the task, so its worker goes on with other work).
+    /// Waits for message `key` and takes it: polls the network for it a while, then, in a
+    /// task, waits on an event it triggers (suspending the task, so its worker goes on with
+    /// other work); a thread outside the runtime keeps polling, with a backoff.
     /// `Err` with the cause once a rank failed (or this one abandoned the exchange).
     ///
     /// `take` gets the whole message ([`Exchange::payload`] gives its items). On the node it
@@ -331,6 +332,19 @@ impl Exchange {
         for _ in 0..PULL_POLLS {
             if pulling.poll(take)? {
                 return Ok(());
+            }
+        }
+        if crate::current_worker().is_none() {
+            // A thread outside the runtime goes on progressing the network itself: the
+            // runtime's workers poll it only while messages are due, and may all be parked
+            // (seen: four ranks of threads each waiting here for a message that sat in the
+            // channel of a parked worker).
+            let backoff = crossbeam_utils::Backoff::new();
+            loop {
+                if pulling.poll(take)? {
+                    return Ok(());
+                }
+                backoff.snooze();
             }
         }
         // Long waits (another rank far behind) must not hold the worker: other work on it
