@@ -5,7 +5,8 @@
 //! describes the whole table; the runtime keeps its tiles and batches the edges that cross
 //! ranks.
 
-use super::{tile, Params};
+use super::{stand_in, tile, Params};
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use tactor::job::{Exchange, Job, Reduce, ShardedBuilder, FIRST_PORT};
 use tactor::{Runtime, SubgraphTask};
@@ -40,12 +41,15 @@ pub(super) fn run(
             let (rows, cols) = (span(i), span(j));
             let (tiles, a, b) = (tiles.clone(), a.clone(), b.clone());
             ids.push(g.task(j % workers, move |_, got| {
-                // A neighbour's edge: from its message if it ran on another rank.
-                let edge = |k: usize, of: fn(&Edges) -> &OnceLock<Vec<u32>>| {
-                    let here = || of(&tiles[k]).get().expect("a neighbour ran").clone();
-                    got.from(SubgraphTask(k as u32)).map_or_else(here, take)
+                // A neighbour's edge: from its message if it ran on another rank, else where
+                // it ran here (not copied).
+                let edge = |k: usize, of: fn(&Edges) -> &OnceLock<Vec<u32>>| match got
+                    .from(SubgraphTask(k as u32))
+                {
+                    Some(bytes) => Cow::Owned(take(bytes)),
+                    None => Cow::Borrowed(&of(&tiles[k]).get().expect("a neighbour ran")[..]),
                 };
-                let zeros = vec![0; rows.len().max(cols.len()) + 1];
+                let zeros = stand_in(rows.len(), cols.len(), i > 0, j > 0);
                 let (top, left);
                 let top = match i {
                     0 => &zeros[..cols.len()],

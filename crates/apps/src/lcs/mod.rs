@@ -118,6 +118,13 @@ pub fn serial(a: &[u8], b: &[u8]) -> u32 {
     row[b.len()]
 }
 
+/// Zeros that stand in for the edges beyond the table's, for a tile of `rows` × `cols` with
+/// (`up`, `left`) or without a neighbour above and to its left: only the first row and
+/// column of tiles need them.
+fn stand_in(rows: usize, cols: usize, up: bool, left: bool) -> Vec<u32> {
+    vec![0; if up && left { 0 } else { rows.max(cols) + 1 }]
+}
+
 /// Scores tile `a × b` of the table from its edges: `top` is the row above it (one per
 /// column), `left` the column before it from the row above the tile down (one more than the
 /// tile's rows; all zeros at the table's edges). Returns the tile's edges the same way: its
@@ -190,17 +197,7 @@ fn on_futures(s: &mut Spmd, p: Params, a: Vec<u8>, b: Vec<u8>) -> Result<u32, St
             let (has_up, has_left) = (up.is_some(), left.is_some());
             let (a, b) = (a.clone(), b.clone());
             let t = s.spawn(j % s.workers(), &ins, move |ins| {
-                // Zeros stand in for the edges beyond the table's: only its first row and
-                // column of tiles need them.
-                let edge = !(has_up && has_left);
-                let zeros = vec![
-                    0;
-                    if edge {
-                        rows.len().max(cols.len()) + 1
-                    } else {
-                        0
-                    }
-                ];
+                let zeros = stand_in(rows.len(), cols.len(), has_up, has_left);
                 let top = if has_up {
                     &ins[0][..cols.len()]
                 } else {
