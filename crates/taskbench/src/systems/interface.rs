@@ -41,6 +41,12 @@ pub const MAX_WORKERS: usize = 4096;
 pub const PORT_EDGES: u16 = tactor::job::FIRST_PORT + 1;
 
 impl RunConfig {
+    /// The job this run's program spans: the launcher's on several ranks, else a job of one
+    /// (so that a program written against a job runs unchanged in one process).
+    pub fn job_or_one(&self) -> Arc<Job> {
+        (self.job.clone()).unwrap_or_else(|| Job::in_process(1, self.workers).remove(0))
+    }
+
     /// The Tactor runtime this run asks for: its workers, pinned where they fit the cores
     /// ([`first_core_here`]); on several ranks with the job's exchange on [`PORT_EDGES`]
     /// (and the fault a test asks this rank to inject: [`crate::faults`]), whose messages the

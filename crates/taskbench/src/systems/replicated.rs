@@ -44,10 +44,7 @@ impl System for Replicated {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         let (rt, remote) = cfg.tactor()?;
-        let job = match &cfg.job {
-            Some(job) => job.clone(),
-            None => Job::in_process(1, cfg.workers).remove(0),
-        };
+        let job = cfg.job_or_one();
         let mut prog = Program::new(&rt.handle(), &job);
         prog.auto_trace(true);
         let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());

@@ -14,7 +14,7 @@ use super::team::Pass;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tactor::job::{Exchange, Job, Received, Sharded as Graph, ShardedBuilder};
+use tactor::job::{Exchange, Received, Sharded as Graph, ShardedBuilder};
 use tactor::{Event, SubgraphTask as Id};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -69,8 +69,7 @@ impl super::System for Sharded {
         let runtime = |e: tactor::job::JobError| RunError::Runtime(e.to_string());
         let exchange = match &remote {
             Some(ex) => ex.clone(),
-            None => Exchange::open(&Job::in_process(1, cfg.workers).remove(0), PORT_EDGES)
-                .map_err(runtime)?,
+            None => Exchange::open(&cfg.job_or_one(), PORT_EDGES).map_err(runtime)?,
         };
         let ranks = exchange.job().ranks();
         let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
