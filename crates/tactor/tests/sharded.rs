@@ -237,3 +237,51 @@ fn a_bad_worker_is_refused_on_every_rank() {
         assert!(e.contains("worker 4"), "{e}");
     }
 }
+
+#[test]
+fn a_rank_with_one_worker_receives_only_after_it_sent_what_its_level_owes() {
+    // Each rank's source waits for a late precondition and sends to the other rank; each
+    // rank's receive, ready at once, pulls its message holding its worker's part of the
+    // instance. Pulled before its own rank's send of the same level, each would hold the
+    // source the other rank waits for: both ranks would wait for good.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runs = Job::run_in_process(2, 1, |rt, job| {
+            let ex = Exchange::open(job, FIRST_PORT).unwrap();
+            ex.expect(true);
+            let me = job.rank();
+            let mut b = ShardedBuilder::<u64>::new(ex, 2);
+            let late = b.precondition();
+            let src: Vec<SubgraphTask> = (0..2)
+                .map(|w| b.task(w, move |&k, _| assert!(k < 10)))
+                .collect();
+            let seen = Arc::new(AtomicU64::new(0));
+            for (w, &from) in [src[1], src[0]].iter().enumerate() {
+                let s = seen.clone();
+                let dst = b.task(w, move |_, got| {
+                    let bytes = got.from(from).expect("a value from the other rank");
+                    s.store(u64::from_le_bytes(bytes.try_into().unwrap()), SeqCst)
+                });
+                b.edge_carrying(from, dst, 8, move |&k, out| {
+                    out.copy_from_slice(&(k * 10 + 1 - w as u64).to_le_bytes())
+                });
+                b.wait_for(late, src[w]);
+            }
+            let graph = b.compile(rt).unwrap();
+            let go = tactor::UserEvent::new();
+            let instance = graph.instantiate(3, &[go.event()]);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            go.trigger().unwrap();
+            instance.completion.wait().unwrap();
+            (me, seen.load(SeqCst))
+        });
+        let _ = tx.send(runs);
+    });
+    let runs = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the ranks finish (a minute is far beyond what they need)");
+    for run in runs {
+        let (me, seen) = run.unwrap();
+        assert_eq!(seen, 30 + 1 - me as u64, "rank {me}");
+    }
+}

@@ -100,17 +100,55 @@ pub(super) fn receive_vertex<A: Send + Sync + 'static>(
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(cause) = data.as_deref().and_then(poisoned) {
-            crate::fail(format!("rank {source}: {cause}"));
-        }
-        if ex.check(key, data.as_deref(), count, total).is_none() {
-            crate::fail(format!(
-                "stream {}: the message of step {} from rank {source} broke the protocol",
-                key.0, key.1
-            ));
-        }
-        let _ = s.received[k].set(data.expect("a checked message"));
+        keep(&ex, s, k, key, data, (count, total));
     }
+}
+
+/// The vertex that pulls message `k` of an instance off the network itself (read in the
+/// sender's ring where it can be: [`Exchange::pull`]), then checks and keeps it as
+/// [`receive_vertex`] does. It waits in its vertex, holding its instance's part on its
+/// worker: `compile` orders it after every message of this rank of its level and below,
+/// so that what it waits for never waits for what it holds.
+pub(super) fn pull_vertex<A: Send + Sync + 'static>(
+    ex: &Arc<Exchange>,
+    stream: Stream,
+    k: usize,
+    batch: &Batch<A>,
+) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
+    let (ex, source, level) = (ex.clone(), batch.rank, batch.level);
+    let (count, total) = (batch.items.len(), batch.bytes);
+    move |s: &Shard<A>| {
+        let key: Key = (stream.id, stream.step(s.seq, level), source);
+        let mut data = None;
+        if let Err(cause) = ex.pull(key, &mut |m| data = Some(m.to_vec())) {
+            crate::fail(cause);
+        }
+        keep(&ex, s, k, key, data, (count, total));
+    }
+}
+
+/// Message `k` of an instance, `data`, arrived under `key`: fails the vertex with the
+/// sender's cause if it is poisoned, or if it is not `count` items in `total` bytes; else
+/// keeps it for the targets.
+fn keep<A>(
+    ex: &Exchange,
+    s: &Shard<A>,
+    k: usize,
+    key: Key,
+    data: Option<Vec<u8>>,
+    (count, total): (usize, usize),
+) {
+    let source = key.2;
+    if let Some(cause) = data.as_deref().and_then(poisoned) {
+        crate::fail(format!("rank {source}: {cause}"));
+    }
+    if ex.check(key, data.as_deref(), count, total).is_none() {
+        crate::fail(format!(
+            "stream {}: the message of step {} from rank {source} broke the protocol",
+            key.0, key.1
+        ));
+    }
+    let _ = s.received[k].set(data.expect("a checked message"));
 }
 
 /// The cause a poisoned message carries, if it is one.

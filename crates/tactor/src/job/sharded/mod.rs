@@ -33,6 +33,12 @@ type TaskFn<A> = Box<dyn Fn(&A, &Received<'_>) + Send + Sync>;
 /// between tasks has no copy to order); within a rank it costs what a plain edge costs, and
 /// the tasks share memory.
 ///
+/// On a rank of one worker, the vertex that receives a message pulls it off the network
+/// itself, read where it landed in the sender's ring when it can be ([`Exchange::pull`]);
+/// it then waits in its vertex, so it is ordered after every message of its level and
+/// below that its rank sends (a wait never holds what another rank waits for). With more
+/// workers a message opens the instance's inlet instead, and nothing waits in a vertex.
+///
 /// A task that fails poisons its dependents on every rank: its rank sends, in place of
 /// each message of the instance it did not send, the cause, and the receiving tasks fail
 /// with it.
@@ -283,7 +289,12 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             b.signal(id(t), PostId(post));
         }
         let ex = self.exchange.clone();
+        // With one worker a rank's receives pull their messages in their vertex: no inlet,
+        // inbox or mailbox hop between the network and the targets. With more, a message
+        // opens an inlet, and its vertex never holds a worker its targets' neighbours need.
+        let pull = w == 1;
         let (mut outgoing, mut incoming, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut sends, mut receives) = (Vec::new(), Vec::new());
         for ((_, rf, rt), batch) in batches {
             let ends = |end: fn(&Item<A>) -> u32| {
                 let mut v: Vec<u32> = batch.items.iter().map(end).collect();
@@ -300,21 +311,30 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 for s in ends(|e| e.from) {
                     b.edge(id(s), v);
                 }
+                sends.push((batch.level, v));
                 outgoing.push((batch.rank, batch.level));
                 sizes.push(batch.bytes);
             } else if rt == me {
                 let worker = workers[batch.items[0].to as usize] % w;
-                let v = b.task(
-                    worker,
-                    messages::receive_vertex(&ex, stream, incoming.len(), &batch),
-                );
-                let inlet = b.precondition();
-                b.wait_for(inlet, v);
+                let k = incoming.len();
+                let v = match pull {
+                    true => b.task(worker, messages::pull_vertex(&ex, stream, k, &batch)),
+                    false => {
+                        let v = b.task(worker, messages::receive_vertex(&ex, stream, k, &batch));
+                        let inlet = b.precondition();
+                        b.wait_for(inlet, v);
+                        v
+                    }
+                };
                 for t in ends(|e| e.to) {
                     b.edge(v, id(t));
                 }
+                receives.push((batch.level, v));
                 incoming.push((batch.rank, batch.level));
             }
+        }
+        if pull {
+            order_pulls(&mut b, sends, receives);
         }
         Ok(Sharded {
             graph: b.compile(handle)?,
@@ -323,8 +343,36 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             incoming,
             outgoing,
             sizes,
+            pull,
             next: AtomicI64::new(0),
         })
+    }
+}
+
+/// Orders a rank's pulling receives (`(level, vertex)`) after every send of this rank
+/// (`(level, vertex)`) of their level and below, and after each other by level. A pull waits
+/// in its vertex, holding what its worker has left to run of the instance; so held, it only
+/// waits for a message of its level `l`, whose sources (at level `l`) wait for messages of
+/// levels below `l` alone — all sent before any pull of level `l` or more here, on every rank
+/// — so by induction over levels every message leaves and every pull ends. Were a pull of
+/// level `l` to run before this rank's own sends of level `l`, two ranks could each hold the
+/// source of what the other waits for.
+fn order_pulls<S: Send + Sync + 'static>(
+    b: &mut SubgraphBuilder<S>,
+    mut sends: Vec<(i64, TaskId)>,
+    mut receives: Vec<(i64, TaskId)>,
+) {
+    sends.sort_by_key(|s| s.0);
+    receives.sort_by_key(|r| r.0);
+    let (mut next, mut before) = (0, None);
+    for (level, v) in receives {
+        while let Some(&(_, s)) = sends.get(next).filter(|s| s.0 <= level) {
+            b.edge(s, v);
+            next += 1;
+        }
+        if let Some(prev) = before.replace(v) {
+            b.edge(prev, v);
+        }
     }
 }
 
@@ -365,6 +413,8 @@ pub struct Sharded<A> {
     outgoing: Vec<(usize, i64)>,
     /// The bytes of each message this rank sends per instance.
     sizes: Vec<usize>,
+    /// Its receives pull their messages (no inlets).
+    pull: bool,
     /// The next instance's number: every rank instantiates in the same order.
     next: AtomicI64,
 }
@@ -381,7 +431,8 @@ impl<A: Send + Sync + 'static> Sharded<A> {
     #[track_caller]
     pub fn instantiate(&self, args: A, preconditions: &[Event]) -> Instance {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
-        let inbox: Inbox = self.incoming.iter().map(|_| Mutex::new(None)).collect();
+        let inlets = if self.pull { 0 } else { self.incoming.len() };
+        let inbox: Inbox = (0..inlets).map(|_| Mutex::new(None)).collect();
         let sent: Arc<[AtomicBool]> = self
             .outgoing
             .iter()
@@ -395,11 +446,12 @@ impl<A: Send + Sync + 'static> Sharded<A> {
             outbox: self.sizes.iter().map(|&n| Mutex::new(vec![0; n])).collect(),
             sent: sent.clone(),
         };
-        let (instance, inlets) =
-            (self.graph).instantiate_with_inlets(shard, preconditions, self.incoming.len());
+        let (instance, inlets) = (self.graph).instantiate_with_inlets(shard, preconditions, inlets);
         let step = |l: i64| self.stream.step(seq, l);
-        let keys = (self.incoming.iter()).map(|&(r, l)| (self.stream.id, step(l), r));
-        self.exchange.inlets(&inbox, keys.zip(inlets));
+        if !inlets.is_empty() {
+            let keys = (self.incoming.iter()).map(|&(r, l)| (self.stream.id, step(l), r));
+            self.exchange.inlets(&inbox, keys.zip(inlets));
+        }
         if !self.outgoing.is_empty() {
             instance
                 .completion
