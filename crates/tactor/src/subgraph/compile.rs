@@ -164,8 +164,11 @@ impl<A> Compiled<A> {
             .map(|&(a, c)| (new_id[a as usize], new_id[c as usize]))
             .collect();
         let same = |&(a, c): &(u32, u32)| worker_of[a as usize] == worker_of[c as usize];
-        // Cross-worker successors first within each vertex's list (the sort is stable).
-        edges.sort_by_key(|e| (e.0, same(e)));
+        // Cross-worker successors first within each vertex's list, then in builder order.
+        // An edge given twice (a program's data edge that also orders a reuse) is kept once:
+        // across workers each copy would be a message of its own.
+        edges.sort_unstable_by_key(|e| (e.0, same(e), e.1));
+        edges.dedup();
         let (succ_start, succ) = csr(n, edges.iter().copied());
         let local_start = (0..n)
             .map(|v| {

@@ -179,10 +179,11 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
                 let id = b.task(data.owner[g][p as usize], move |&first, got: &Received| {
                     point(&data2, g, first + dt, p, &deps, got)
                 });
-                b.wait_for(after, id);
+                let mut local = false;
                 for &d in plan.deps(t, p) {
                     if let Some(&from) = ids.get(&(t - 1, d)) {
                         b.edge_carrying(from, id, bytes, output(dt - 1, d));
+                        local |= rank(g, d) == rank(g, p);
                     }
                 }
                 // After the last users of the slots it reuses: this rank's readers of the
@@ -198,9 +199,10 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
                     (true, Some(&prev)) => vec![prev],
                     _ => readers,
                 };
-                for from in guards {
+                for &from in &guards {
                     b.edge(from, id);
                 }
+                wait_unless(&mut b, after, id, local || !guards.is_empty());
                 ids.insert((t, p), id);
             }
         }
@@ -233,15 +235,26 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
                     .then(|| plan.rdeps(t0 - 1, q))
                     .into_iter()
                     .flatten();
+                let mut local = false;
                 for p in old.filter(|&&p| rank(g, p) == r) {
                     if let Some(&reader) = ids.get(&(t0, *p)) {
                         b.edge(reader, mirror);
+                        local = true;
                     }
                 }
+                wait_unless(&mut b, after, mirror, local);
             }
         }
     }
     b
+}
+
+/// Task `id` waits for the chunk before (`after`) unless it waits for a task of its own rank
+/// in this chunk, which does (a precondition per task was an external message per task).
+fn wait_unless(b: &mut ShardedBuilder<i64>, after: tactor::PreId, id: Id, local: bool) {
+    if !local {
+        b.wait_for(after, id);
+    }
 }
 
 /// Runs point `p` of graph `g` at `t`: its inputs from this rank's row, or from the message

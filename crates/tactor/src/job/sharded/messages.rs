@@ -45,23 +45,34 @@ impl Stream {
     }
 }
 
-/// The vertex that sends message `k` of an instance, once its sources packed their items
-/// into it ([`Outgoing`]).
-pub(super) fn send_vertex<A: Send + Sync + 'static>(
-    ex: &Arc<Exchange>,
-    stream: Stream,
-    k: usize,
-    batch: &Batch<A>,
-) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
-    let (ex, dest, count, level) = (ex.clone(), batch.rank, batch.items.len(), batch.level);
-    move |s: &Shard<A>| {
-        if s.sent[k].swap(true, Ordering::AcqRel) {
-            return;
+/// What this rank sends per instance: through which exchange and stream, and per message
+/// its rank, level, item count and distinct source tasks.
+pub(super) struct Outbound {
+    pub(super) exchange: Arc<Exchange>,
+    pub(super) stream: Stream,
+    pub(super) to: Vec<(usize, i64, usize)>,
+    pub(super) sources: Vec<u32>,
+}
+
+impl Outbound {
+    /// A source task of the messages `sourced` ran and packed its items: the last of a
+    /// message's sources to get here sends it, from its worker (no vertex of its own).
+    pub(super) fn sourced<A>(&self, s: &Shard<A>, sourced: &[u32]) {
+        for &k in sourced {
+            let k = k as usize;
+            // AcqRel: the last source sees every other source's count; their items are
+            // behind the message's lock, which the send takes.
+            if s.left[k].fetch_sub(1, Ordering::AcqRel) != 1
+                || s.sent[k].swap(true, Ordering::AcqRel)
+            {
+                continue;
+            }
+            let buf = s.outbox[k].lock().unwrap_or_else(PoisonError::into_inner);
+            let (dest, level, count) = self.to[k];
+            let channel = crate::current_worker().unwrap_or(0);
+            let key = (self.stream.id, self.stream.step(s.seq, level));
+            self.exchange.send_buffer(channel, dest, key, count, &buf);
         }
-        let buf = std::mem::take(&mut *s.outbox[k].lock().unwrap_or_else(PoisonError::into_inner));
-        let channel = crate::current_worker().unwrap_or(0);
-        let key = (stream.id, stream.step(s.seq, level));
-        ex.send_buffer(channel, dest, key, count, &buf);
     }
 }
 

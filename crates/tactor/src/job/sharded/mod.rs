@@ -9,9 +9,9 @@ use super::exchange::{Exchange, Inbox};
 use crate::subgraph::compile::Compiled;
 use crate::subgraph::{Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId};
 use crate::{Event, Handle};
-use messages::{Batch, Incoming, Item, Outgoing, Pack, Packing, PoisonOnFailure, Stream};
+use messages::{Batch, Incoming, Item, Outbound, Outgoing, Pack, Packing, PoisonOnFailure, Stream};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 type TaskFn<A> = Box<dyn Fn(&A, &Received<'_>) + Send + Sync>;
@@ -94,8 +94,10 @@ struct Shard<A> {
     received: Box<[OnceLock<Vec<u8>>]>,
     /// Each message this rank sends in the instance, as its sources pack their items.
     outbox: Box<[Mutex<Vec<u8>>]>,
-    /// Per message this rank sends in the instance: taken by whoever sends it (the vertex
-    /// that packs it, or the failure that poisons it).
+    /// Per message this rank sends in the instance: its source tasks still to run.
+    left: Box<[AtomicU32]>,
+    /// Per message this rank sends in the instance: taken by whoever sends it (its last
+    /// source, or the failure that poisons it).
     sent: Arc<[AtomicBool]>,
 }
 
@@ -244,32 +246,56 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             }
         }
         let mut out: Vec<Vec<Packing<A>>> = (0..n).map(|_| Vec::new()).collect();
+        let mut sourced: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let (mut to, mut sources) = (Vec::new(), Vec::new());
         let outgoing = batches.iter().filter(|(k, _)| k.1 == me).map(|(_, b)| b);
         for (k, batch) in outgoing.enumerate() {
             let mut at = 0;
+            sources.push(0);
             for e in &batch.items {
                 if let Some(pack) = &e.pack {
                     out[e.from as usize].push((k as u32, at, e.bytes, pack.clone()));
                 }
                 at += e.bytes;
+                // A batch's items are visited together: a source seen twice is its last.
+                let of = &mut sourced[e.from as usize];
+                if of.last() != Some(&(k as u32)) {
+                    of.push(k as u32);
+                    *sources.last_mut().expect("pushed below") += 1;
+                }
             }
+            to.push((batch.rank, batch.level, batch.items.len(), batch.bytes));
         }
-        // This rank's shard: its tasks, renumbered, then two vertices per message.
+        let outbound = Arc::new(Outbound {
+            exchange: self.exchange.clone(),
+            stream,
+            to: to.iter().map(|&(r, l, c, _)| (r, l, c)).collect(),
+            sources,
+        });
+        // This rank's shard: its tasks, renumbered (each sends what it is the last source
+        // of), then a vertex per message it receives.
         let mut local = vec![u32::MAX; self.funcs.len()];
         let mut b = SubgraphBuilder::<Shard<A>>::new();
-        let tasks = self.funcs.into_iter().zip(into).zip(out).enumerate();
-        for (t, ((f, into), out)) in tasks {
+        let mut sends = Vec::new();
+        let tasks = self.funcs.into_iter().zip(into).zip(out).zip(sourced);
+        for (t, (((f, into), out), sourced)) in tasks.enumerate() {
             if workers[t] / w == me {
                 let (edges, out): (Incoming, Outgoing<A>) = (into.into(), out.into());
-                local[t] = (b.task(workers[t] % w, move |s: &Shard<A>| {
+                let sends_any = !sourced.is_empty();
+                let (outbound, sourced): (_, Arc<[u32]>) = (outbound.clone(), sourced.into());
+                let id = b.task(workers[t] % w, move |s: &Shard<A>| {
                     let got = Received {
                         messages: &s.received,
                         edges: &edges,
                     };
                     f(&s.args, &got);
                     messages::pack(s, &out);
-                }))
-                .0;
+                    outbound.sourced(s, &sourced);
+                });
+                if sends_any {
+                    sends.push((level[t], id));
+                }
+                local[t] = id.0;
             }
         }
         let id = |t: u32| TaskId(local[t as usize]);
@@ -293,8 +319,8 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         // inbox or mailbox hop between the network and the targets. With more, a message
         // opens an inlet, and its vertex never holds a worker its targets' neighbours need.
         let pull = w == 1;
-        let (mut outgoing, mut incoming, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut sends, mut receives) = (Vec::new(), Vec::new());
+        let mut incoming = Vec::new();
+        let mut receives = Vec::new();
         for ((_, rf, rt), batch) in batches {
             let ends = |end: fn(&Item<A>) -> u32| {
                 let mut v: Vec<u32> = batch.items.iter().map(end).collect();
@@ -303,17 +329,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 v
             };
             if rf == me {
-                let worker = workers[batch.items[0].from as usize] % w;
-                let v = b.task(
-                    worker,
-                    messages::send_vertex(&ex, stream, outgoing.len(), &batch),
-                );
-                for s in ends(|e| e.from) {
-                    b.edge(id(s), v);
-                }
-                sends.push((batch.level, v));
-                outgoing.push((batch.rank, batch.level));
-                sizes.push(batch.bytes);
+                continue;
             } else if rt == me {
                 let worker = workers[batch.items[0].to as usize] % w;
                 let k = incoming.len();
@@ -341,8 +357,8 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             exchange: self.exchange,
             stream,
             incoming,
-            outgoing,
-            sizes,
+            sizes: to.iter().map(|m| m.3).collect(),
+            outbound,
             pull,
             next: AtomicI64::new(0),
         })
@@ -408,10 +424,10 @@ pub struct Sharded<A> {
     graph: Subgraph<Shard<A>>,
     exchange: Arc<Exchange>,
     stream: Stream,
-    /// The rank and level of each message this rank receives per instance, and sends.
+    /// The rank and level of each message this rank receives per instance.
     incoming: Vec<(usize, i64)>,
-    outgoing: Vec<(usize, i64)>,
-    /// The bytes of each message this rank sends per instance.
+    /// The messages this rank sends per instance, and the bytes of each.
+    outbound: Arc<Outbound>,
     sizes: Vec<usize>,
     /// Its receives pull their messages (no inlets).
     pull: bool,
@@ -433,17 +449,15 @@ impl<A: Send + Sync + 'static> Sharded<A> {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let inlets = if self.pull { 0 } else { self.incoming.len() };
         let inbox: Inbox = (0..inlets).map(|_| Mutex::new(None)).collect();
-        let sent: Arc<[AtomicBool]> = self
-            .outgoing
-            .iter()
-            .map(|_| AtomicBool::new(false))
-            .collect();
+        let out = &self.outbound;
+        let sent: Arc<[AtomicBool]> = out.to.iter().map(|_| AtomicBool::new(false)).collect();
         let shard = Shard {
             args,
             seq,
             inbox: inbox.clone(),
             received: self.incoming.iter().map(|_| OnceLock::new()).collect(),
             outbox: self.sizes.iter().map(|&n| Mutex::new(vec![0; n])).collect(),
+            left: out.sources.iter().map(|&n| AtomicU32::new(n)).collect(),
             sent: sent.clone(),
         };
         let (instance, inlets) = (self.graph).instantiate_with_inlets(shard, preconditions, inlets);
@@ -452,14 +466,14 @@ impl<A: Send + Sync + 'static> Sharded<A> {
             let keys = (self.incoming.iter()).map(|&(r, l)| (self.stream.id, step(l), r));
             self.exchange.inlets(&inbox, keys.zip(inlets));
         }
-        if !self.outgoing.is_empty() {
+        if !out.to.is_empty() {
             instance
                 .completion
                 .state()
                 .subscribe(Arc::new(PoisonOnFailure {
                     exchange: self.exchange.clone(),
                     stream: self.stream.id,
-                    to: (self.outgoing.iter()).map(|&(r, l)| (r, step(l))).collect(),
+                    to: (out.to.iter()).map(|&(r, l, _)| (r, step(l))).collect(),
                     sent,
                 }));
         }
