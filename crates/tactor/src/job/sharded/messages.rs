@@ -1,6 +1,7 @@
-//! The messages of a sharded subgraph: what a source task packs, the vertex that sends one, the vertex that
-//! checks one that arrived and keeps it for its targets, and the poison an instance that
-//! failed sends in place of those it did not send.
+//! The messages of a sharded subgraph: what a source task packs, the last source that sends
+//! one, the vertex that takes one that arrived (opened by an inlet, or pulling it), checks it
+//! and keeps it for its targets, and the poison an instance that failed sends in place of
+//! those it did not send.
 
 use super::Shard;
 use crate::countdown::Outcome;
