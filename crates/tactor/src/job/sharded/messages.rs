@@ -81,17 +81,66 @@ impl Outbound {
 /// place in it, and how to write it.
 pub(super) type Packing<A> = (u32, usize, usize, Pack<A>);
 
-/// What a task packs after it ran: the items of the messages it is the source of.
-pub(super) type Outgoing<A> = Arc<[Packing<A>]>;
+/// An edge into a task from another rank: the source task, the message (this rank's
+/// incoming index) and the item's place in its payload.
+pub(super) type Incoming = (TaskId, u32, u32, u32);
 
-/// Packs a task's items into the instance's messages, right after the task ran on its
-/// worker: before anything ordered after the task can change what they are made of.
-pub(super) fn pack<A>(s: &Shard<A>, items: &[Packing<A>]) {
-    for (k, at, bytes, pack) in items {
-        let mut buf = s.outbox[*k as usize]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        pack(&s.args, &mut buf[*at..at + bytes]);
+/// What this rank's tasks do about messages, in one table for them all (per task, in the
+/// order added: what its edges from other ranks brought, what it packs, which messages it
+/// is a source of), so that running a chunk of tasks reads it in order rather than a few
+/// allocations per task.
+pub(super) struct Wiring<A> {
+    /// Per task, where its lists start in the three below (a last entry ends them).
+    start: Vec<[u32; 3]>,
+    incoming: Vec<Incoming>,
+    packing: Vec<Packing<A>>,
+    sourced: Vec<u32>,
+    pub(super) outbound: Outbound,
+}
+
+impl<A> Wiring<A> {
+    pub(super) fn new(outbound: Outbound) -> Self {
+        Wiring {
+            start: vec![[0; 3]],
+            incoming: Vec::new(),
+            packing: Vec::new(),
+            sourced: Vec::new(),
+            outbound,
+        }
+    }
+
+    /// Adds the next task's lists; returns its index.
+    pub(super) fn push(
+        &mut self,
+        incoming: Vec<Incoming>,
+        packing: Vec<Packing<A>>,
+        sourced: Vec<u32>,
+    ) -> usize {
+        self.incoming.extend(incoming);
+        self.packing.extend(packing);
+        self.sourced.extend(sourced);
+        let end = [self.incoming.len(), self.packing.len(), self.sourced.len()];
+        self.start.push(end.map(|n| u32::try_from(n).expect("fewer than 2^32 entries")));
+        self.start.len() - 2
+    }
+
+    /// Task `i`'s edges from other ranks.
+    pub(super) fn incoming(&self, i: usize) -> &[Incoming] {
+        &self.incoming[self.start[i][0] as usize..self.start[i + 1][0] as usize]
+    }
+
+    /// Task `i` ran: packs its items into the instance's messages, right after the task on
+    /// its worker (before anything ordered after the task can change what they are made
+    /// of), and sends those it is the last source of.
+    pub(super) fn ran(&self, s: &Shard<A>, i: usize) {
+        let (a, b) = (self.start[i], self.start[i + 1]);
+        for (k, at, bytes, pack) in &self.packing[a[1] as usize..b[1] as usize] {
+            let mut buf = s.outbox[*k as usize]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            pack(&s.args, &mut buf[*at..at + bytes]);
+        }
+        (self.outbound).sourced(s, &self.sourced[a[2] as usize..b[2] as usize]);
     }
 }
 
@@ -168,10 +217,6 @@ fn poisoned(message: &[u8]) -> Option<String> {
     let count = u32::from_le_bytes(message.get(4..8)?.try_into().ok()?) as usize;
     (count == POISON).then(|| String::from_utf8_lossy(Exchange::payload(message)).into_owned())
 }
-
-/// Where a task finds what its edges from other ranks carried: per edge into it, the source
-/// task, the message (this rank's incoming index) and the item's place in its payload.
-pub(super) type Incoming = Arc<[(TaskId, u32, u32, u32)]>;
 
 /// Sends the cause of an instance's failure in place of each of its messages not sent.
 pub(super) struct PoisonOnFailure {

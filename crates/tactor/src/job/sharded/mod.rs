@@ -9,7 +9,7 @@ use super::exchange::{Exchange, Inbox};
 use crate::subgraph::compile::Compiled;
 use crate::subgraph::{Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId};
 use crate::{Event, Handle};
-use messages::{Batch, Incoming, Item, Outbound, Outgoing, Pack, Packing, PoisonOnFailure, Stream};
+use messages::{Batch, Incoming, Item, Outbound, Pack, Packing, PoisonOnFailure, Stream, Wiring};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -104,7 +104,7 @@ struct Shard<A> {
 /// What the edges into a task brought from other ranks in this instance.
 pub struct Received<'a> {
     messages: &'a [OnceLock<Vec<u8>>],
-    edges: &'a [(TaskId, u32, u32, u32)],
+    edges: &'a [Incoming],
 }
 
 impl<'a> Received<'a> {
@@ -236,7 +236,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             });
         }
         let n = self.funcs.len();
-        let mut into: Vec<Vec<(TaskId, u32, u32, u32)>> = vec![Vec::new(); n];
+        let mut into: Vec<Vec<Incoming>> = vec![Vec::new(); n];
         let incoming = batches.iter().filter(|(k, _)| k.2 == me).map(|(_, b)| b);
         for (k, batch) in incoming.enumerate() {
             let mut at = 0;
@@ -266,7 +266,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             }
             to.push((batch.rank, batch.level, batch.items.len(), batch.bytes));
         }
-        let outbound = Arc::new(Outbound {
+        let mut wiring = Wiring::new(Outbound {
             exchange: self.exchange.clone(),
             stream,
             to: to.iter().map(|&(r, l, c, _)| (r, l, c)).collect(),
@@ -276,27 +276,28 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         // of), then a vertex per message it receives.
         let mut local = vec![u32::MAX; self.funcs.len()];
         let mut b = SubgraphBuilder::<Shard<A>>::new();
-        let mut sends = Vec::new();
+        let (mut sends, mut mine) = (Vec::new(), Vec::new());
         let tasks = self.funcs.into_iter().zip(into).zip(out).zip(sourced);
         for (t, (((f, into), out), sourced)) in tasks.enumerate() {
             if workers[t] / w == me {
-                let (edges, out): (Incoming, Outgoing<A>) = (into.into(), out.into());
-                let sends_any = !sourced.is_empty();
-                let (outbound, sourced): (_, Arc<[u32]>) = (outbound.clone(), sourced.into());
-                let id = b.task(workers[t] % w, move |s: &Shard<A>| {
-                    let got = Received {
-                        messages: &s.received,
-                        edges: &edges,
-                    };
-                    f(&s.args, &got);
-                    messages::pack(s, &out);
-                    outbound.sourced(s, &sourced);
-                });
-                if sends_any {
-                    sends.push((level[t], id));
+                if !sourced.is_empty() {
+                    sends.push((level[t], TaskId(mine.len() as u32)));
                 }
-                local[t] = id.0;
+                mine.push((t, f, wiring.push(into, out, sourced)));
             }
+        }
+        let wiring = Arc::new(wiring);
+        for (t, f, i) in mine {
+            let wiring = wiring.clone();
+            let id = b.task(workers[t] % w, move |s: &Shard<A>| {
+                let got = Received {
+                    messages: &s.received,
+                    edges: wiring.incoming(i),
+                };
+                f(&s.args, &got);
+                wiring.ran(s, i);
+            });
+            local[t] = id.0;
         }
         let id = |t: u32| TaskId(local[t as usize]);
         for &(from, to) in local_edges.iter().filter(|e| rank_of(e.0) == me) {
@@ -358,7 +359,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             stream,
             incoming,
             sizes: to.iter().map(|m| m.3).collect(),
-            outbound,
+            wiring,
             pull,
             next: AtomicI64::new(0),
         })
@@ -426,8 +427,9 @@ pub struct Sharded<A> {
     stream: Stream,
     /// The rank and level of each message this rank receives per instance.
     incoming: Vec<(usize, i64)>,
-    /// The messages this rank sends per instance, and the bytes of each.
-    outbound: Arc<Outbound>,
+    /// What this rank's tasks receive and send (the messages it sends per instance), and
+    /// the bytes of each message it sends.
+    wiring: Arc<Wiring<A>>,
     sizes: Vec<usize>,
     /// Its receives pull their messages (no inlets).
     pull: bool,
@@ -449,7 +451,7 @@ impl<A: Send + Sync + 'static> Sharded<A> {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let inlets = if self.pull { 0 } else { self.incoming.len() };
         let inbox: Inbox = (0..inlets).map(|_| Mutex::new(None)).collect();
-        let out = &self.outbound;
+        let out = &self.wiring.outbound;
         let sent: Arc<[AtomicBool]> = out.to.iter().map(|_| AtomicBool::new(false)).collect();
         let shard = Shard {
             args,
