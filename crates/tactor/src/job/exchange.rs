@@ -6,7 +6,7 @@ use super::{Job, JobError, OpenPort};
 use crate::{Event, Inlet, Poller, UserEvent};
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry as MapEntry;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tactor_comm::Message;
 
@@ -130,6 +130,10 @@ pub struct Exchange {
     filed: AtomicU64,
     /// Messages are due: idle workers keep polling the network instead of parking.
     due: AtomicBool,
+    /// Preconditions registered whose message has not arrived (changed inside `entries`'
+    /// lock): while there are any, messages are due too, whatever `due` says. A task that
+    /// waits for one has suspended, and its worker must not park with the message unread.
+    awaited: AtomicUsize,
     /// The first message that broke the protocol (a bug, or a corrupted header).
     error: Mutex<Option<String>>,
     /// This rank failed: it sends nothing more, and its preconditions are poisoned.
@@ -150,6 +154,7 @@ impl Exchange {
             entries: Mutex::default(),
             filed: AtomicU64::new(0),
             due: AtomicBool::new(false),
+            awaited: AtomicUsize::new(0),
             error: Mutex::new(None),
             abandoned: AtomicBool::new(false),
             port_open: Mutex::new(None),
@@ -264,6 +269,9 @@ impl Exchange {
                     for (key, w) in waiters {
                         let entry = e.map.entry(key).or_default();
                         if entry.data.is_none() {
+                            if matches!(entry.waiter, Waiter::None) {
+                                self.awaited.fetch_add(1, Ordering::Release);
+                            }
                             entry.waiter = w;
                         } else if w.files_data() {
                             now.push((w, None));
@@ -434,9 +442,16 @@ impl Exchange {
                 MapEntry::Occupied(mut o) if o.get().waiter.files_data() => {
                     o.get_mut().data = Some(m.data);
                     self.filed.fetch_add(1, Ordering::Release);
-                    (std::mem::take(&mut o.get_mut().waiter), None)
+                    let waiter = std::mem::take(&mut o.get_mut().waiter);
+                    if !matches!(waiter, Waiter::None) {
+                        self.awaited.fetch_sub(1, Ordering::Release);
+                    }
+                    (waiter, None)
                 }
-                MapEntry::Occupied(o) => (o.remove().waiter, Some(m.data)),
+                MapEntry::Occupied(o) => {
+                    self.awaited.fetch_sub(1, Ordering::Release);
+                    (o.remove().waiter, Some(m.data))
+                }
                 MapEntry::Vacant(v) => {
                     v.insert(Entry {
                         waiter: Waiter::None,
@@ -490,6 +505,7 @@ impl Exchange {
                 .map(|(k, _)| *k)
                 .collect();
             let pending = keys.iter().filter_map(|k| e.map.remove(k)).collect();
+            self.awaited.store(0, Ordering::Release);
             e.poisoned = Some(why.clone());
             self.filed.fetch_add(1, Ordering::Release);
             pending
@@ -501,7 +517,9 @@ impl Exchange {
 
     /// Messages are due (`true`) or not: while they are, idle workers of a runtime polling
     /// the exchange keep polling instead of parking. Call [`Handle::wake`](crate::Handle::wake)
-    /// after setting it, for the workers that parked before.
+    /// after setting it, for the workers that parked before. A precondition registered and
+    /// not yet met (an [`arrival`](Exchange::arrival), an inlet, a task waiting in
+    /// [`pull`](Exchange::pull)) makes messages due as well, whatever this says.
     pub fn expect(&self, due: bool) {
         self.due.store(due, Ordering::Release);
     }
@@ -587,7 +605,7 @@ impl Poller for Exchange {
     }
 
     fn expecting(&self) -> bool {
-        self.due.load(Ordering::Acquire)
+        self.due.load(Ordering::Acquire) || self.awaited.load(Ordering::Acquire) > 0
     }
 }
 

@@ -260,3 +260,37 @@ fn a_round_that_fails_here_abandons_the_exchange() {
     // Abandoned: what waits for a message ends at once.
     assert!(ex[1].pull((0, 1, 0), &mut |_| {}).is_err());
 }
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a liveness check in real time, which Miri slows a thousandfold"
+)]
+fn a_task_waiting_for_a_late_message_keeps_a_worker_polling() {
+    // Rank 1's only worker runs a task that pulls a message rank 0 sends late, outside any
+    // round and with nothing expected: the task suspends on the message's event, and its
+    // worker, with nothing else to do, must keep polling rather than park with the message
+    // left unread in its channel.
+    let (_jobs, ex) = pair();
+    let rt = Runtime::builder()
+        .workers(1)
+        .pin(false)
+        .poller(ex[1].clone())
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ex1 = ex[1].clone();
+    let _done = rt.launch(crate::Placement::Any, &[], move || {
+        let mut got = Vec::new();
+        let pulled = ex1.pull((0, 5, 0), &mut |m| got = Exchange::payload(m).to_vec());
+        let _ = tx.send(pulled.map(|()| got));
+    });
+    // Long enough for the worker to give up spinning and park, were it to.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    ex[0].send_buffer(0, 1, (0, 5), 1, &word(9));
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the task got its message (a minute is far beyond what it needs)");
+    assert_eq!(got.unwrap(), word(9));
+    assert_eq!(ex[1].pending(), 0);
+}

@@ -120,7 +120,8 @@ impl<A> Wiring<A> {
         self.packing.extend(packing);
         self.sourced.extend(sourced);
         let end = [self.incoming.len(), self.packing.len(), self.sourced.len()];
-        self.start.push(end.map(|n| u32::try_from(n).expect("fewer than 2^32 entries")));
+        self.start
+            .push(end.map(|n| u32::try_from(n).expect("fewer than 2^32 entries")));
         self.start.len() - 2
     }
 
