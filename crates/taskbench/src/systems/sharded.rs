@@ -8,7 +8,7 @@
 //! here.
 
 use super::interface::{RunConfig, RunError, PORT_EDGES};
-use super::shared::{block_owners, footprint, run_shared_task, run_task};
+use super::shared::{block_owners, block_start, footprint, run_shared_task, run_task};
 use super::slots::Slots;
 use super::team::Pass;
 use std::collections::HashMap;
@@ -143,110 +143,179 @@ impl super::System for Sharded {
     }
 }
 
+/// A point of a graph that a task runs: the graph, the point, and where each of its inputs
+/// comes from — this rank's row (`None`), or the message from the task of `(t - 1, d)` on
+/// another rank, at an offset in that task's outputs.
+type Member = (usize, i64, Vec<(i64, Option<(Id, usize)>)>);
+
+/// The points a task runs, `(graph, point)` in graph order: what its outputs are made of.
+type Points = Arc<[(usize, i64)]>;
+
 /// Timesteps `t0 .. t0 + len` of every graph as one subgraph of the job, its messages on
 /// `stream` (one per distinct chunk, whose instances number its steps). Its argument is the
 /// first timestep of the instance: the graph serves every chunk with the same shapes and
 /// parity, so its tasks know their timestep relative to it.
+///
+/// A task runs, on one worker at one timestep, the `k`-th point of that worker's block of
+/// every graph (with one graph, one point): graphs run side by side, so `-and` adds no tasks
+/// and no messages, only bytes. A task's outputs travel together, in graph order, on each
+/// edge from it to another rank.
 fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64> {
     let mut b = ShardedBuilder::new(data.exchange.clone(), stream);
     let after = b.precondition();
-    let rank = |g: usize, p: i64| data.owner[g][p as usize] / data.workers;
-    for (g, plan) in data.plans.iter().enumerate() {
-        let bytes = plan.graph().output_bytes_per_task;
-        let live = |t: i64| {
-            (t < plan.graph().timesteps).then(|| plan.offset(t)..plan.offset(t) + plan.width(t))
-        };
-        // An output, packed by its writer right after it ran (before any later writer).
-        let output = |dt: i64, q: i64| {
-            let data = data.clone();
-            move |&first: &i64, out: &mut [u8]| {
+    let w_all = data.exchange.job().ranks() * data.workers;
+    let rank_of = |w: usize| w / data.workers;
+    let live = |g: usize, t: i64| {
+        let plan = &data.plans[g];
+        (t < plan.graph().timesteps).then(|| plan.offset(t)..plan.offset(t) + plan.width(t))
+    };
+    let bytes = |g: usize| data.plans[g].graph().output_bytes_per_task;
+    // Per (timestep, graph, point): its task, and the offset of its output in the task's.
+    let mut ids: HashMap<(i64, usize, i64), (Id, usize)> = HashMap::new();
+    // Per task, by its number: its worker, timestep and points.
+    let mut tasks: Vec<(usize, i64, Points)> = Vec::new();
+    // The outputs of a task, packed in graph order by its worker right after it ran.
+    let outputs = |points: &Points, dt: i64| {
+        let (data, points) = (data.clone(), points.clone());
+        move |&first: &i64, out: &mut [u8]| {
+            for (g, p, span) in spans(&data, &points) {
                 let row = &data.rows[g][((first + dt) % 2) as usize];
                 // SAFETY: read on its writer's worker right after it, before the writer of
                 // the slot's next value (ordered after this one).
-                out.copy_from_slice(unsafe { row.read(q as usize) })
-            }
-        };
-        let mut ids: HashMap<(i64, i64), Id> = HashMap::new();
-        for t in (t0..t0 + len).take_while(|&t| live(t).is_some()) {
-            for p in live(t).expect("a live timestep") {
-                let deps: Vec<(i64, Option<Id>)> = (plan.deps(t, p).iter())
-                    .map(|&d| {
-                        let remote = ids.get(&(t - 1, d)).filter(|_| rank(g, d) != rank(g, p));
-                        (d, remote.copied())
-                    })
-                    .collect();
-                let (data2, dt) = (data.clone(), t - t0);
-                let id = b.task(data.owner[g][p as usize], move |&first, got: &Received| {
-                    point(&data2, g, first + dt, p, &deps, got)
-                });
-                let mut local = false;
-                for &d in plan.deps(t, p) {
-                    if let Some(&from) = ids.get(&(t - 1, d)) {
-                        b.edge_carrying(from, id, bytes, output(dt - 1, d));
-                        local |= rank(g, d) == rank(g, p);
-                    }
-                }
-                // After the last users of the slots it reuses: this rank's readers of the
-                // value it overwrites, or without them its writer.
-                let readers: Vec<Id> = (t > t0)
-                    .then(|| plan.rdeps(t - 1, p))
-                    .into_iter()
-                    .flatten()
-                    .filter(|&&r| rank(g, r) == rank(g, p))
-                    .filter_map(|&r| ids.get(&(t - 1, r)).copied())
-                    .collect();
-                let guards = match (readers.is_empty(), ids.get(&(t - 2, p))) {
-                    (true, Some(&prev)) => vec![prev],
-                    _ => readers,
-                };
-                for &from in &guards {
-                    b.edge(from, id);
-                }
-                wait_unless(&mut b, after, id, local || !guards.is_empty());
-                ids.insert((t, p), id);
+                out[span].copy_from_slice(unsafe { row.read(p as usize) });
             }
         }
-        // What another rank reads at the next chunk's first timestep: a task there writes it
-        // into that rank's replica of the slot, after its readers of the old value here.
-        let (last, next) = (t0 + len - 1, t0 + len);
-        let Some(points) = live(last).filter(|_| live(next).is_some()) else {
-            continue;
-        };
-        for q in points {
-            let mut readers: Vec<usize> = (plan.rdeps(next, q).iter())
-                .map(|&r| data.owner[g][r as usize])
-                .filter(|&w| w / data.workers != rank(g, q))
+    };
+    let total = |points: &[(usize, i64)]| points.iter().map(|&(g, _)| bytes(g)).sum::<usize>();
+    for t in t0..t0 + len {
+        // This timestep's tasks: per worker and block index, its graphs' points.
+        let mut places: std::collections::BTreeMap<(usize, i64), Vec<(usize, i64)>> =
+            Default::default();
+        for g in 0..data.plans.len() {
+            for p in live(g, t).into_iter().flatten() {
+                let w = data.owner[g][p as usize];
+                let k = p - block_start(w, w_all, data.plans[g].graph().max_width);
+                places.entry((w, k)).or_default().push((g, p));
+            }
+        }
+        for ((w, _), points) in places {
+            let dt = t - t0;
+            let mut preds: Vec<Id> = Vec::new();
+            let mut local = false;
+            let members: Vec<Member> = (points.iter())
+                .map(|&(g, p)| {
+                    let inputs = (data.plans[g].deps(t, p).iter())
+                        .map(|&d| {
+                            let from = ids.get(&(t - 1, g, d)).copied();
+                            if let Some((id, _)) = from {
+                                preds.push(id);
+                            }
+                            let remote =
+                                from.filter(|_| rank_of(data.owner[g][d as usize]) != rank_of(w));
+                            (d, remote)
+                        })
+                        .collect();
+                    (g, p, inputs)
+                })
                 .collect();
-            readers.sort_unstable();
-            readers.dedup_by_key(|w| *w / data.workers);
-            for worker in readers {
-                let from = ids[&(last, q)];
-                let (data2, dt) = (data.clone(), last - t0);
-                let mirror = b.task(worker, move |&first, got: &Received| {
-                    let value = got.from(from).expect("an output from another rank");
+            let data2 = data.clone();
+            let id = b.task(w, move |&first, got: &Received| {
+                run(&data2, first + dt, &members, got)
+            });
+            preds.sort_unstable_by_key(|i| i.0);
+            preds.dedup();
+            for &from in &preds {
+                let (fw, ft, fpoints) = &tasks[from.0 as usize];
+                local |= rank_of(*fw) == rank_of(w);
+                b.edge_carrying(from, id, total(fpoints), outputs(fpoints, ft - t0));
+            }
+            // After the last users of the slots it reuses: this rank's readers of the values
+            // it overwrites, or without them their writers.
+            let mut guards: Vec<Id> = Vec::new();
+            for &(g, p) in &points {
+                let readers: Vec<Id> = (t > t0)
+                    .then(|| data.plans[g].rdeps(t - 1, p))
+                    .into_iter()
+                    .flatten()
+                    .filter(|&&r| rank_of(data.owner[g][r as usize]) == rank_of(w))
+                    .filter_map(|&r| ids.get(&(t - 1, g, r)).map(|x| x.0))
+                    .collect();
+                match (readers.is_empty(), ids.get(&(t - 2, g, p))) {
+                    (true, Some(&(prev, _))) => guards.push(prev),
+                    _ => guards.extend(readers),
+                }
+            }
+            guards.sort_unstable_by_key(|i| i.0);
+            guards.dedup();
+            for &from in guards.iter().filter(|g| !preds.contains(g)) {
+                b.edge(from, id);
+            }
+            wait_unless(&mut b, after, id, local || !guards.is_empty());
+            let points: Points = points.into();
+            for (g, p, span) in spans(data, &points) {
+                ids.insert((t, g, p), (id, span.start));
+            }
+            tasks.push((w, t, points));
+        }
+    }
+    // What another rank reads at the next chunk's first timestep: a task there writes the
+    // outputs of the last timestep's task into that rank's replicas of their slots, after
+    // its readers of the old values here.
+    let (last, next) = (t0 + len - 1, t0 + len);
+    let ends = (tasks.iter().enumerate()).filter(|(_, (_, t, _))| *t == last);
+    for (from, (w, _, points)) in ends.map(|(i, task)| (Id(i as u32), task.clone())) {
+        let mut readers: Vec<usize> = (points.iter())
+            .filter(|&&(g, _)| live(g, next).is_some())
+            .flat_map(|&(g, q)| {
+                data.plans[g]
+                    .rdeps(next, q)
+                    .iter()
+                    .map(move |&r| data.owner[g][r as usize])
+            })
+            .filter(|&r| rank_of(r) != rank_of(w))
+            .collect();
+        readers.sort_unstable();
+        readers.dedup_by_key(|r| rank_of(*r));
+        for worker in readers {
+            let (data2, dt, written) = (data.clone(), last - t0, points.clone());
+            let mirror = b.task(worker, move |&first, got: &Received| {
+                let value = got.from(from).expect("outputs from another rank");
+                for (g, q, span) in spans(&data2, &written) {
                     let row = &data2.rows[g][((first + dt) % 2) as usize];
                     // SAFETY: ordered after this rank's readers of the slot's old value (in
                     // this chunk), and before the next chunk's (which waits for this one).
-                    unsafe { row.write(q as usize) }.copy_from_slice(value);
-                });
-                b.edge_carrying(from, mirror, bytes, output(last - t0, q));
-                let r = worker / data.workers;
-                let old = (t0 > 0)
-                    .then(|| plan.rdeps(t0 - 1, q))
-                    .into_iter()
-                    .flatten();
-                let mut local = false;
-                for p in old.filter(|&&p| rank(g, p) == r) {
-                    if let Some(&reader) = ids.get(&(t0, *p)) {
-                        b.edge(reader, mirror);
-                        local = true;
-                    }
+                    unsafe { row.write(q as usize) }.copy_from_slice(&value[span]);
                 }
-                wait_unless(&mut b, after, mirror, local);
+            });
+            b.edge_carrying(from, mirror, total(&points), outputs(&points, last - t0));
+            let r = rank_of(worker);
+            let mut guards: Vec<Id> = (points.iter())
+                .filter(|_| t0 > 0)
+                .flat_map(|&(g, q)| data.plans[g].rdeps(t0, q).iter().map(move |&p| (g, p)))
+                .filter(|&(g, p)| rank_of(data.owner[g][p as usize]) == r)
+                .filter_map(|(g, p)| ids.get(&(t0, g, p)).map(|x| x.0))
+                .collect();
+            guards.sort_unstable_by_key(|i| i.0);
+            guards.dedup();
+            for &reader in &guards {
+                b.edge(reader, mirror);
             }
+            wait_unless(&mut b, after, mirror, !guards.is_empty());
         }
     }
     b
+}
+
+/// Each of `points` with where its output lies in the task's outputs (graph order).
+fn spans<'a>(
+    data: &'a Data,
+    points: &'a [(usize, i64)],
+) -> impl Iterator<Item = (usize, i64, std::ops::Range<usize>)> + 'a {
+    points.iter().scan(0, |at, &(g, p)| {
+        let n = data.plans[g].graph().output_bytes_per_task;
+        *at += n;
+        Some((g, p, *at - n..*at))
+    })
 }
 
 /// Task `id` waits for the chunk before (`after`) unless it waits for a task of its own rank
@@ -257,41 +326,49 @@ fn wait_unless(b: &mut ShardedBuilder<i64>, after: tactor::PreId, id: Id, local:
     }
 }
 
-/// Runs point `p` of graph `g` at `t`: its inputs from this rank's row, or from the message
-/// of a dependency on another rank.
-fn point(data: &Data, g: usize, t: i64, p: i64, deps: &[(i64, Option<Id>)], got: &Received) {
-    if data.failed.load(Ordering::Relaxed) {
-        return;
-    }
-    let (row, prev) = (
-        &data.rows[g][(t % 2) as usize],
-        &data.rows[g][((t + 1) % 2) as usize],
-    );
-    // SAFETY: the chunk's edges order every other user of these slots before or after this
-    // task (`chunk`), and chunks run one after another on each rank.
-    let (out, scratch) = unsafe {
-        (
-            row.write(p as usize),
-            data.scratch[g][(t % 2) as usize].write(p as usize),
-        )
-    };
-    let input = |d: i64| match deps.iter().find(|x| x.0 == d).and_then(|x| x.1) {
-        Some(from) => got.from(from).expect("an output from another rank"),
-        // SAFETY: as above: `(t - 1, d)` wrote it before this task, and no one writes it now.
-        None => unsafe { prev.read(d as usize) },
-    };
-    let plan = &data.plans[g];
-    let result = match data.workers > 1 {
-        true => run_shared_task(plan, t, p, out, scratch, input),
-        false => run_task(plan, t, p, out, scratch, input),
-    };
-    if let Err(e) = result {
-        data.error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(e);
-        data.failed.store(true, Ordering::Relaxed);
-        // Stop exchanging: this rank's messages stop, its waits end, and so its pass.
-        data.exchange.abandon();
+/// Runs the points `members` (each a graph's point at `t`): inputs from this rank's row, or
+/// from the message of the task of a dependency on another rank.
+fn run(data: &Data, t: i64, members: &[Member], got: &Received) {
+    for (g, p, inputs) in members {
+        if data.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let (g, p) = (*g, *p);
+        let bytes = data.plans[g].graph().output_bytes_per_task;
+        let (row, prev) = (
+            &data.rows[g][(t % 2) as usize],
+            &data.rows[g][((t + 1) % 2) as usize],
+        );
+        // SAFETY: the chunk's edges order every other user of these slots before or after
+        // this task (`chunk`), and chunks run one after another on each rank.
+        let (out, scratch) = unsafe {
+            (
+                row.write(p as usize),
+                data.scratch[g][(t % 2) as usize].write(p as usize),
+            )
+        };
+        let input = |d: i64| match inputs.iter().find(|x| x.0 == d).and_then(|x| x.1) {
+            Some((from, at)) => {
+                let outputs = got.from(from).expect("outputs from another rank");
+                &outputs[at..at + bytes]
+            }
+            // SAFETY: as above: `(t - 1, d)` wrote it before this task, and no one writes it
+            // now.
+            None => unsafe { prev.read(d as usize) },
+        };
+        let plan = &data.plans[g];
+        let result = match data.workers > 1 {
+            true => run_shared_task(plan, t, p, out, scratch, input),
+            false => run_task(plan, t, p, out, scratch, input),
+        };
+        if let Err(e) = result {
+            data.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
+            data.failed.store(true, Ordering::Relaxed);
+            // Stop exchanging: this rank's messages stop, its waits end, and so its pass.
+            data.exchange.abandon();
+        }
     }
 }
