@@ -43,7 +43,7 @@ group_b() {
   # The systems with unsafe code of their own (slots, edges, the compiled chunks); the
   # others are safe programs on Tactor calls that Tactor's tests check under Miri above.
   local g="-steps 3 -width 4 -type nearest -radix 3 -kernel compute_bound -iter 2"
-  for s in bsp tasks compiled implicit; do
+  for s in bsp tasks compiled sharded implicit; do
     echo "== miri: taskbench -system $s"
     # shellcheck disable=SC2086
     cargo +nightly miri run --locked -q -p taskbench --no-default-features -- $g -and -steps 4 -width 3 -type stencil_1d -system $s -worker 2 |
