@@ -145,44 +145,31 @@ impl<A> Wiring<A> {
     }
 }
 
-/// The vertex that takes message `k` of an instance from its inbox slot, checks it, and
-/// keeps it for its targets ([`Received`](super::Received)); a poisoned or broken message
-/// fails it, and so its targets.
+/// The vertex that takes message `k` of an instance, checks it, and keeps it for its
+/// targets ([`Received`](super::Received)); a poisoned or broken message fails it, and so
+/// its targets. It takes the message from its inbox slot (filled when the message opened the
+/// vertex's inlet), or with `pull` off the network itself (read in the sender's ring where
+/// it can be: [`Exchange::pull`]), waiting in its vertex and so holding its instance's part
+/// on its worker: `compile` then orders it after every message of this rank of its level
+/// and below, so that what it waits for never waits for what it holds.
 pub(super) fn receive_vertex<A: Send + Sync + 'static>(
     ex: &Arc<Exchange>,
     stream: Stream,
     k: usize,
     batch: &Batch<A>,
-) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
-    let (ex, source, level) = (ex.clone(), batch.rank, batch.level);
-    let (count, total) = (batch.items.len(), batch.bytes);
-    move |s: &Shard<A>| {
-        let key: Key = (stream.id, stream.step(s.seq, level), source);
-        let data = s.inbox[k]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        keep(&ex, s, k, key, data, (count, total));
-    }
-}
-
-/// The vertex that pulls message `k` of an instance off the network itself (read in the
-/// sender's ring where it can be: [`Exchange::pull`]), then checks and keeps it as
-/// [`receive_vertex`] does. It waits in its vertex, holding its instance's part on its
-/// worker: `compile` orders it after every message of this rank of its level and below,
-/// so that what it waits for never waits for what it holds.
-pub(super) fn pull_vertex<A: Send + Sync + 'static>(
-    ex: &Arc<Exchange>,
-    stream: Stream,
-    k: usize,
-    batch: &Batch<A>,
+    pull: bool,
 ) -> impl Fn(&Shard<A>) + Send + Sync + 'static {
     let (ex, source, level) = (ex.clone(), batch.rank, batch.level);
     let (count, total) = (batch.items.len(), batch.bytes);
     move |s: &Shard<A>| {
         let key: Key = (stream.id, stream.step(s.seq, level), source);
         let mut data = None;
-        if let Err(cause) = ex.pull(key, &mut |m| data = Some(m.to_vec())) {
+        if !pull {
+            data = s.inbox[k]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+        } else if let Err(cause) = ex.pull(key, &mut |m| data = Some(m.to_vec())) {
             crate::fail(cause);
         }
         keep(&ex, s, k, key, data, (count, total));

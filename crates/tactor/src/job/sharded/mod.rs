@@ -334,15 +334,14 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             } else if rt == me {
                 let worker = workers[batch.items[0].to as usize] % w;
                 let k = incoming.len();
-                let v = match pull {
-                    true => b.task(worker, messages::pull_vertex(&ex, stream, k, &batch)),
-                    false => {
-                        let v = b.task(worker, messages::receive_vertex(&ex, stream, k, &batch));
-                        let inlet = b.precondition();
-                        b.wait_for(inlet, v);
-                        v
-                    }
-                };
+                let v = b.task(
+                    worker,
+                    messages::receive_vertex(&ex, stream, k, &batch, pull),
+                );
+                if !pull {
+                    let inlet = b.precondition();
+                    b.wait_for(inlet, v);
+                }
                 for t in ends(|e| e.to) {
                     b.edge(v, id(t));
                 }
