@@ -13,7 +13,7 @@ use super::slots::Slots;
 use super::team::Pass;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tactor::job::{Exchange, Received, Sharded as Graph, ShardedBuilder};
 use tactor::{Event, SubgraphTask as Id};
 use taskbench_core::app::App;
@@ -143,10 +143,16 @@ impl super::System for Sharded {
     }
 }
 
-/// A point of a graph that a task runs: the graph, the point, and where each of its inputs
-/// comes from — this rank's row (`None`), or the message from the task of `(t - 1, d)` on
-/// another rank, at an offset in that task's outputs.
-type Member = (usize, i64, Vec<(i64, Option<(Id, usize)>)>);
+/// The points a chunk's tasks run, in one table for them all, read in order as the tasks run
+/// (an allocation or two per task cost a cache miss each): per point its graph, the point
+/// and its inputs' range; per input the point `d` of `t - 1` it reads and where it comes
+/// from — this rank's row (`None`), or the message from the task of `(t - 1, d)` on another
+/// rank, at an offset in that task's outputs.
+#[derive(Default)]
+struct Table {
+    members: Vec<(usize, i64, u32, u32)>,
+    inputs: Vec<(i64, Option<(Id, usize)>)>,
+}
 
 /// The points a task runs, `(graph, point)` in graph order: what its outputs are made of.
 type Points = Arc<[(usize, i64)]>;
@@ -187,6 +193,7 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
         }
     };
     let total = |points: &[(usize, i64)]| points.iter().map(|&(g, _)| bytes(g)).sum::<usize>();
+    let (mut table, filled) = (Table::default(), Arc::new(OnceLock::<Table>::new()));
     for t in t0..t0 + len {
         // This timestep's tasks: per worker and block index, its graphs' points.
         let mut places: std::collections::BTreeMap<(usize, i64), Vec<(usize, i64)>> =
@@ -202,25 +209,25 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
             let dt = t - t0;
             let mut preds: Vec<Id> = Vec::new();
             let mut local = false;
-            let members: Vec<Member> = (points.iter())
-                .map(|&(g, p)| {
-                    let inputs = (data.plans[g].deps(t, p).iter())
-                        .map(|&d| {
-                            let from = ids.get(&(t - 1, g, d)).copied();
-                            if let Some((id, _)) = from {
-                                preds.push(id);
-                            }
-                            let remote =
-                                from.filter(|_| rank_of(data.owner[g][d as usize]) != rank_of(w));
-                            (d, remote)
-                        })
-                        .collect();
-                    (g, p, inputs)
-                })
-                .collect();
-            let data2 = data.clone();
+            let first_member = table.members.len();
+            for &(g, p) in &points {
+                let at = table.inputs.len() as u32;
+                for &d in data.plans[g].deps(t, p) {
+                    let from = ids.get(&(t - 1, g, d)).copied();
+                    preds.extend(from.map(|f| f.0));
+                    let remote = from.filter(|_| rank_of(data.owner[g][d as usize]) != rank_of(w));
+                    table.inputs.push((d, remote));
+                }
+                table.members.push((g, p, at, table.inputs.len() as u32));
+            }
+            let (data2, filled2, mine) = (
+                data.clone(),
+                filled.clone(),
+                first_member..table.members.len(),
+            );
             let id = b.task(w, move |&first, got: &Received| {
-                run(&data2, first + dt, &members, got)
+                let table = filled2.get().expect("filled once the chunk is built");
+                run(&data2, first + dt, table, mine.clone(), got)
             });
             preds.sort_unstable_by_key(|i| i.0);
             preds.dedup();
@@ -258,6 +265,7 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
             tasks.push((w, t, points));
         }
     }
+    let _ = filled.set(table);
     // What another rank reads at the next chunk's first timestep: a task there writes the
     // outputs of the last timestep's task into that rank's replicas of their slots, after
     // its readers of the old values here.
@@ -326,14 +334,14 @@ fn wait_unless(b: &mut ShardedBuilder<i64>, after: tactor::PreId, id: Id, local:
     }
 }
 
-/// Runs the points `members` (each a graph's point at `t`): inputs from this rank's row, or
-/// from the message of the task of a dependency on another rank.
-fn run(data: &Data, t: i64, members: &[Member], got: &Received) {
-    for (g, p, inputs) in members {
+/// Runs the points `mine` of `table` (each a graph's point at `t`): inputs from this rank's
+/// row, or from the message of the task of a dependency on another rank.
+fn run(data: &Data, t: i64, table: &Table, mine: std::ops::Range<usize>, got: &Received) {
+    for &(g, p, a, b) in &table.members[mine] {
         if data.failed.load(Ordering::Relaxed) {
             return;
         }
-        let (g, p) = (*g, *p);
+        let inputs = &table.inputs[a as usize..b as usize];
         let bytes = data.plans[g].graph().output_bytes_per_task;
         let (row, prev) = (
             &data.rows[g][(t % 2) as usize],
