@@ -343,10 +343,11 @@ impl Exchange {
             }
         }
         if crate::current_worker().is_none() {
-            // A thread outside the runtime goes on progressing the network itself: the
-            // runtime's workers poll it only while messages are due, and may all be parked
-            // (seen: four ranks of threads each waiting here for a message that sat in the
-            // channel of a parked worker).
+            // A thread outside the runtime goes on progressing the network itself: it cannot
+            // count on a runtime polling this exchange (its runtime may poll another, or
+            // none; seen: four ranks of threads each waiting here for a message that sat in
+            // the channel of a parked worker). Inside the runtime, the arrival registered
+            // below keeps the workers polling (`expecting`).
             let backoff = crossbeam_utils::Backoff::new();
             loop {
                 if pulling.poll(take)? {

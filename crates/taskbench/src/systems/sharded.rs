@@ -233,8 +233,13 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
             preds.dedup();
             for &from in &preds {
                 let (fw, ft, fpoints) = &tasks[from.0 as usize];
-                local |= rank_of(*fw) == rank_of(w);
-                b.edge_carrying(from, id, total(fpoints), outputs(fpoints, ft - t0));
+                // Within a rank nothing is packed: no closure to build.
+                if rank_of(*fw) == rank_of(w) {
+                    local = true;
+                    b.edge(from, id);
+                } else {
+                    b.edge_carrying(from, id, total(fpoints), outputs(fpoints, ft - t0));
+                }
             }
             // After the last users of the slots it reuses: this rank's readers of the values
             // it overwrites, or without them their writers.
@@ -254,7 +259,8 @@ fn chunk(data: &Arc<Data>, stream: u32, t0: i64, len: i64) -> ShardedBuilder<i64
             }
             guards.sort_unstable_by_key(|i| i.0);
             guards.dedup();
-            for &from in guards.iter().filter(|g| !preds.contains(g)) {
+            // (An edge also among `preds` is kept once when the chunk compiles.)
+            for &from in &guards {
                 b.edge(from, id);
             }
             wait_unless(&mut b, after, id, local || !guards.is_empty());

@@ -47,11 +47,11 @@ impl Stream {
 }
 
 /// What this rank sends per instance: through which exchange and stream, and per message
-/// its rank, level, item count and distinct source tasks.
+/// its rank, level, item count and bytes, and its distinct source tasks.
 pub(super) struct Outbound {
     pub(super) exchange: Arc<Exchange>,
     pub(super) stream: Stream,
-    pub(super) to: Vec<(usize, i64, usize)>,
+    pub(super) to: Vec<(usize, i64, usize, usize)>,
     pub(super) sources: Vec<u32>,
 }
 
@@ -63,16 +63,21 @@ impl Outbound {
             let k = k as usize;
             // AcqRel: the last source sees every other source's count; their items are
             // behind the message's lock, which the send takes.
-            if s.left[k].fetch_sub(1, Ordering::AcqRel) != 1
-                || s.sent[k].swap(true, Ordering::AcqRel)
-            {
-                continue;
+            if s.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
+                let buf = s.outbox[k].lock().unwrap_or_else(PoisonError::into_inner);
+                self.send(&s.sent, s.seq, k, self.to[k].2, &buf);
             }
-            let buf = s.outbox[k].lock().unwrap_or_else(PoisonError::into_inner);
-            let (dest, level, count) = self.to[k];
+        }
+    }
+
+    /// Sends message `k` of instance `seq` as `count` items `bytes` (the message, or with
+    /// [`POISON`] the cause of a failure in its place), unless it was sent already.
+    fn send(&self, sent: &[AtomicBool], seq: i64, k: usize, count: usize, bytes: &[u8]) {
+        if !sent[k].swap(true, Ordering::AcqRel) {
+            let (dest, level, ..) = self.to[k];
             let channel = crate::current_worker().unwrap_or(0);
-            let key = (self.stream.id, self.stream.step(s.seq, level));
-            self.exchange.send_buffer(channel, dest, key, count, &buf);
+            let key = (self.stream.id, self.stream.step(seq, level));
+            self.exchange.send_buffer(channel, dest, key, count, bytes);
         }
     }
 }
@@ -207,26 +212,20 @@ fn poisoned(message: &[u8]) -> Option<String> {
 }
 
 /// Sends the cause of an instance's failure in place of each of its messages not sent.
-pub(super) struct PoisonOnFailure {
-    pub(super) exchange: Arc<Exchange>,
-    pub(super) stream: u32,
-    /// Each message's rank and step.
-    pub(super) to: Vec<(usize, i64)>,
+pub(super) struct PoisonOnFailure<A> {
+    pub(super) wiring: Arc<Wiring<A>>,
+    pub(super) seq: i64,
     pub(super) sent: Arc<[AtomicBool]>,
 }
 
-impl Notify for PoisonOnFailure {
+impl<A: Send + Sync + 'static> Notify for PoisonOnFailure<A> {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
         let Err(failure) = outcome else {
             return;
         };
-        let cause = failure.to_string();
-        for (k, &(dest, step)) in self.to.iter().enumerate() {
-            if !self.sent[k].swap(true, Ordering::AcqRel) {
-                let channel = crate::current_worker().unwrap_or(0);
-                let key = (self.stream, step);
-                (self.exchange).send_buffer(channel, dest, key, POISON, cause.as_bytes());
-            }
+        let (cause, out) = (failure.to_string(), &self.wiring.outbound);
+        for k in 0..out.to.len() {
+            out.send(&self.sent, self.seq, k, POISON, cause.as_bytes());
         }
     }
 }

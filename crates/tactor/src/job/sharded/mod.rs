@@ -269,7 +269,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         let mut wiring = Wiring::new(Outbound {
             exchange: self.exchange.clone(),
             stream,
-            to: to.iter().map(|&(r, l, c, _)| (r, l, c)).collect(),
+            to,
             sources,
         });
         // This rank's shard: its tasks, renumbered (each sends what it is the last source
@@ -329,9 +329,7 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 v.dedup();
                 v
             };
-            if rf == me {
-                continue;
-            } else if rt == me {
+            if rt == me && rf != me {
                 let worker = workers[batch.items[0].to as usize] % w;
                 let k = incoming.len();
                 let v = b.task(
@@ -357,7 +355,6 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             exchange: self.exchange,
             stream,
             incoming,
-            sizes: to.iter().map(|m| m.3).collect(),
             wiring,
             pull,
             next: AtomicI64::new(0),
@@ -426,10 +423,8 @@ pub struct Sharded<A> {
     stream: Stream,
     /// The rank and level of each message this rank receives per instance.
     incoming: Vec<(usize, i64)>,
-    /// What this rank's tasks receive and send (the messages it sends per instance), and
-    /// the bytes of each message it sends.
+    /// What this rank's tasks receive and send (the messages it sends per instance).
     wiring: Arc<Wiring<A>>,
-    sizes: Vec<usize>,
     /// Its receives pull their messages (no inlets).
     pull: bool,
     /// The next instance's number: every rank instantiates in the same order.
@@ -457,13 +452,13 @@ impl<A: Send + Sync + 'static> Sharded<A> {
             seq,
             inbox: inbox.clone(),
             received: self.incoming.iter().map(|_| OnceLock::new()).collect(),
-            outbox: self.sizes.iter().map(|&n| Mutex::new(vec![0; n])).collect(),
+            outbox: (out.to.iter()).map(|m| Mutex::new(vec![0; m.3])).collect(),
             left: out.sources.iter().map(|&n| AtomicU32::new(n)).collect(),
             sent: sent.clone(),
         };
         let (instance, inlets) = (self.graph).instantiate_with_inlets(shard, preconditions, inlets);
-        let step = |l: i64| self.stream.step(seq, l);
         if !inlets.is_empty() {
+            let step = |l: i64| self.stream.step(seq, l);
             let keys = (self.incoming.iter()).map(|&(r, l)| (self.stream.id, step(l), r));
             self.exchange.inlets(&inbox, keys.zip(inlets));
         }
@@ -472,9 +467,8 @@ impl<A: Send + Sync + 'static> Sharded<A> {
                 .completion
                 .state()
                 .subscribe(Arc::new(PoisonOnFailure {
-                    exchange: self.exchange.clone(),
-                    stream: self.stream.id,
-                    to: (out.to.iter()).map(|&(r, l, _)| (r, step(l))).collect(),
+                    wiring: self.wiring.clone(),
+                    seq,
                     sent,
                 }));
         }
