@@ -1,8 +1,9 @@
 //! `job::Blocks` on in-process jobs: every item a rank reads from another arrives once, with
 //! its bytes, over several arrays and steps whose dependences change; blocks and owners
-//! agree; a failed rank ends a receive instead of hanging it.
+//! agree; a failed rank ends a receive instead of hanging it. `job::Lockstep` on the same
+//! dependences computes what one process does.
 
-use tactor::job::{Blocks, Exchange, Job, FIRST_PORT};
+use tactor::job::{Blocks, Exchange, Job, Lockstep, Step, FIRST_PORT};
 
 /// The items of step `t + 1` that item `i` of an array of `n` reads at that step: itself, its
 /// neighbours at a distance that changes with the step, and one far item.
@@ -135,4 +136,53 @@ fn injected_faults_act_once_on_the_message_they_are_due_for() {
     let corrupt = run(Fault::Corrupt);
     assert_eq!(corrupt[1].as_ref().unwrap(), &[[1, 1], [1, 1], [2, 1]]);
     assert_eq!(corrupt[0].as_ref().unwrap(), &[[0, 2], [1, 2], [2, 2]]);
+}
+
+/// Arrays of several item sizes stepped by `reads`' changing dependences: each item a hash of
+/// what it read. On 2, 3 and 4 ranks every rank's items end as in one process, so each rank
+/// read every item of another at its own index, from the right step.
+#[test]
+fn lockstep_arrays_on_ranks_end_as_in_one_process() {
+    let arrays = [(11usize, 3usize), (5, 8), (2, 1)];
+    let steps = if cfg!(miri) { 3 } else { 7 };
+    let program = move |exchange: Option<std::sync::Arc<Exchange>>| {
+        let mut rows = Lockstep::new(exchange, 3, &arrays);
+        let n = |a: usize| arrays[a].0;
+        for t in 0..steps {
+            rows.receive(t, |a, i| match t {
+                0 => vec![],
+                _ => reads(t - 1, n(a), i),
+            })
+            .unwrap();
+            for (a, Step { mine, now, before }) in rows.step(t).into_iter().enumerate() {
+                for (i, item) in mine.zip(now.iter_mut()) {
+                    let mut v = value(t, a, i, item.len());
+                    if t > 0 {
+                        for (j, r) in reads(t - 1, n(a), i).into_iter().enumerate() {
+                            for (x, b) in v.iter_mut().zip(&before[r]) {
+                                *x = x.wrapping_mul(31).wrapping_add(*b ^ j as u8);
+                            }
+                        }
+                    }
+                    item.copy_from_slice(&v);
+                }
+            }
+            rows.send(t, |a, i| readers(t, n(a), i));
+        }
+        (rows.step(steps).into_iter())
+            .map(|s| s.before[s.mine].to_vec())
+            .collect::<Vec<_>>()
+    };
+    let one = program(None);
+    for ranks in [2, 3, 4] {
+        let got = Job::run_in_process(ranks, 1, move |_rt, job| {
+            program(Some(Exchange::open(job, FIRST_PORT).unwrap()))
+        });
+        for (a, whole) in one.iter().enumerate() {
+            let joined: Vec<_> = (got.iter())
+                .flat_map(|r| r.as_ref().expect("every rank ran")[a].clone())
+                .collect();
+            assert_eq!(&joined, whole, "{ranks} ranks, array {a}");
+        }
+    }
 }

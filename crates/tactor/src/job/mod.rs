@@ -21,7 +21,8 @@
 //! **Cross-rank data.** [`Exchange`] carries keyed messages between ranks, each the
 //! precondition of work on the rank it reaches (an event, an inlet of a subgraph instance, a
 //! task that pulls it); [`Blocks`] cuts arrays in one block per rank and moves the items that
-//! cross ranks between two steps, derived from the program's dependences; [`Spmd`] gives
+//! cross ranks between two steps, derived from the program's dependences, and [`Lockstep`]
+//! keeps such arrays' two generations and fills in the items other ranks own; [`Spmd`] gives
 //! futures whose values travel with their trigger.
 //!
 //! **Failure.** A rank that fails calls [`Job::fail`]: it prints one line naming itself and
@@ -34,6 +35,7 @@ mod blocks;
 mod collective;
 pub mod exchange;
 mod fault;
+mod lockstep;
 mod ports;
 pub(crate) mod rendezvous;
 mod sharded;
@@ -43,6 +45,7 @@ mod wire;
 pub use blocks::{Blocks, Crossing};
 pub use exchange::Exchange;
 pub use fault::Fault;
+pub use lockstep::{Lockstep, Step};
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
 pub use sharded::{Received, Sharded, ShardedBuilder};

@@ -1,11 +1,10 @@
-//! `forkjoin`: seed 004's Itoyori structure. Each timestep a root splits the graphs, then each
-//! graph's points, in halves with [`tactor::join`] down to single points, and the step ends
-//! when the split has joined: one fork per point, stolen by idle workers, no events. Each half
-//! borrows its part of the row (`split_at_mut`): no locks and no `unsafe`.
+//! `forkjoin`: seed 004's Itoyori structure. Each timestep a root splits the points of every
+//! graph in halves with [`tactor::join`] down to single points, and the step ends when the
+//! split has joined: one fork per point, stolen by idle workers, no events. Each half borrows
+//! its part of the points (`split_at_mut`): no locks and no `unsafe`.
 
 use super::interface::{RunConfig, RunError, System};
-use super::shared::{footprint, run_task};
-use super::styles::{self, Buffers};
+use super::styles;
 use super::team::Pass;
 use taskbench_core::app::App;
 
@@ -38,27 +37,10 @@ impl System for ForkJoin {
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
-        footprint::rows(app, 2, 1)
-            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+        styles::memory(app, cfg)
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        let (rt, graphs) = styles::start(app, cfg, true)?;
-        let remote = graphs.exchange();
-        let graphs = std::sync::Mutex::new(graphs);
-        super::timing::passes(&rt, remote.as_deref(), || {
-            let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
-            for t in 0..graphs.steps() {
-                graphs.receive(t)?;
-                split(&mut graphs.graphs, &|g: &mut Buffers| {
-                    let (plan, mut points, prev) = g.step(t);
-                    split(&mut points, &|(p, out, scratch)| {
-                        run_task(plan, t, *p, out, scratch, |d| &prev[d as usize])
-                    })
-                })?;
-                graphs.send(t);
-            }
-            Ok(())
-        })
+        styles::run(app, cfg, |points| split(points, &styles::run_point))
     }
 }

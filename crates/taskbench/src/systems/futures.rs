@@ -6,10 +6,10 @@
 
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{footprint, run_inputs};
-use super::styles::{self, Graphs};
 use super::team::Pass;
+use super::timing::passes;
 use std::sync::{Arc, Mutex};
-use tactor::job::Exchange;
+use tactor::job::{Blocks, Exchange};
 use tactor::{Future, Handle, Placement, Promise};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
@@ -43,8 +43,16 @@ impl System for Futures {
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        let (rt, graphs) = styles::start(app, cfg, false)?;
+        let (rt, exchange) = cfg.tactor()?;
         let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());
+        let sizes: Vec<_> = (app.graphs.iter())
+            .map(|g| (g.max_width as usize, g.output_bytes_per_task))
+            .collect();
+        // On ranks, each graph's points are cut in blocks; its outputs that cross ranks are
+        // sent by a task once ready, and a task takes each rank's message as it arrives.
+        let blocks = exchange.clone().map(|ex| Blocks::new(ex, 0, &sizes));
+        let mine = |g: usize| blocks.as_ref().map_or(0..sizes[g].0, |b| b.mine(g));
+        let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
         // A task runs to its end on one worker: a scratch buffer per worker and graph.
         let scratch: Arc<Vec<Vec<Mutex<Vec<u8>>>>> = Arc::new(
             (plans.iter())
@@ -62,12 +70,14 @@ impl System for Futures {
                 .map_err(|e| RunError::Validation(e.clone())),
             Err(e) => Err(RunError::Runtime(e.to_string())),
         };
-        super::timing::passes(&rt, graphs.exchange().as_deref(), || {
+        passes(&rt, exchange.as_deref(), || {
             let h = rt.handle();
             let mut last: Vec<Vec<Output>> = plans.iter().map(|_| Vec::new()).collect();
             let mut all = std::collections::VecDeque::new();
-            for t in 0..graphs.steps() {
-                receive(&h, &graphs, t, &mut last);
+            for t in 0..steps {
+                if let Some(blocks) = blocks.as_ref().filter(|_| t > 0) {
+                    receive(&h, blocks, &plans, t, &mut last);
+                }
                 let mut now = Vec::new();
                 for (gi, plan) in plans
                     .iter()
@@ -76,7 +86,8 @@ impl System for Futures {
                 {
                     let mut next =
                         vec![Future::ready(Ok(Vec::new())); plan.graph().max_width as usize];
-                    for p in graphs.points(gi, t) {
+                    let live = plan.offset(t)..plan.offset(t) + plan.width(t);
+                    for p in mine(gi).map(|p| p as i64).filter(|p| live.contains(p)) {
                         let ins = (plan.deps(t, p).iter()).map(|&d| last[gi][d as usize].clone());
                         let (plans, scratch) = (plans.clone(), scratch.clone());
                         next[p as usize] = h.dataflow(Placement::Any, ins, move |ins| {
@@ -94,7 +105,9 @@ impl System for Futures {
                     }
                     last[gi] = next;
                 }
-                send(&h, &graphs, t, &last, &mut now);
+                if let Some(blocks) = &blocks {
+                    send(&h, blocks, &plans, t, &last, &mut now);
+                }
                 if self.barrier {
                     now.iter().try_for_each(check)?;
                 }
@@ -116,22 +129,15 @@ impl System for Futures {
 
 /// The outputs of timestep `t - 1` that this rank reads from others: a future per point in
 /// `last`, set by a task that takes their message when it arrives.
-fn receive(h: &Handle, graphs: &Graphs, t: i64, last: &mut [Vec<Output>]) {
-    let Some((blocks, links)) = graphs.links(t - 1, false).filter(|_| t > 0) else {
-        return;
-    };
-    blocks.messages(t - 1, false, links, |key, group| {
+fn receive(h: &Handle, blocks: &Blocks, plans: &[Plan], t: i64, last: &mut [Vec<Output>]) {
+    let reads = |g: usize, q| plans[g].deps(t, q as i64).iter().map(|&d| d as usize);
+    blocks.messages(t - 1, false, reads, |key, group| {
         let mut promises = Vec::with_capacity(group.len());
-        for &(_, gi, d) in group {
+        for &(_, g, d) in group {
             let (promise, future) = Promise::new();
-            promises.push((
-                promise,
-                graphs.graphs[gi as usize]
-                    .plan
-                    .graph()
-                    .output_bytes_per_task,
-            ));
-            last[gi as usize][d] = future;
+            let bytes = plans[g as usize].graph().output_bytes_per_task;
+            promises.push((promise, bytes));
+            last[g as usize][d] = future;
         }
         let remote = blocks.exchange().clone();
         h.launch(Placement::Any, &[remote.arrival(key)], move || {
@@ -154,10 +160,15 @@ fn receive(h: &Handle, graphs: &Graphs, t: i64, last: &mut [Vec<Output>]) {
 
 /// Sends the outputs of timestep `t` (in `last`) that other ranks read, each message from a
 /// task that runs once its outputs are ready (added to `now`).
-fn send(h: &Handle, graphs: &Graphs, t: i64, last: &[Vec<Output>], now: &mut Vec<Output>) {
-    let Some((blocks, readers)) = graphs.links(t, true) else {
-        return;
-    };
+fn send(
+    h: &Handle,
+    blocks: &Blocks,
+    plans: &[Plan],
+    t: i64,
+    last: &[Vec<Output>],
+    now: &mut Vec<Output>,
+) {
+    let readers = |g: usize, q| plans[g].rdeps(t + 1, q as i64).iter().map(|&r| r as usize);
     blocks.messages(t, true, readers, |(stream, t, dest), group| {
         let outs = (group.iter()).map(|&(_, gi, q)| last[gi as usize][q].clone());
         let remote = blocks.exchange().clone();

@@ -135,8 +135,8 @@ pub enum RunError {
 impl RunError {
     /// Why waiting on `ex` stopped: another rank's failure (which that rank reports), or
     /// `why`.
-    pub fn waiting(ex: &Exchange, why: String) -> RunError {
-        match ex.job().failed_rank() {
+    pub fn waiting(ex: Option<&Exchange>, why: String) -> RunError {
+        match ex.and_then(|ex| ex.job().failed_rank()) {
             Some(rank) => RunError::Remote { rank },
             None => RunError::Runtime(why),
         }

@@ -3,7 +3,6 @@
 //! idle to take the pieces), and the step ends when the loop returns.
 
 use super::interface::{RunConfig, RunError, System};
-use super::shared::{footprint, run_task};
 use super::styles;
 use super::team::Pass;
 use std::sync::Mutex;
@@ -22,36 +21,18 @@ impl System for ParFor {
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
-        footprint::rows(app, 2, 1)
-            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+        styles::memory(app, cfg)
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        let (rt, graphs) = styles::start(app, cfg, true)?;
-        let remote = graphs.exchange();
-        let graphs = Mutex::new(graphs);
-        super::timing::passes(&rt, remote.as_deref(), || {
-            let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
-            for t in 0..graphs.steps() {
-                graphs.receive(t)?;
-                let mut points: Vec<_> = graphs
-                    .graphs
-                    .iter_mut()
-                    .flat_map(|g| {
-                        let (plan, points, prev) = g.step(t);
-                        points.into_iter().map(move |p| (plan, p, prev))
-                    })
-                    .collect();
-                let error = Mutex::new(Ok(()));
-                tactor::for_each_mut(&mut points, 1, |_, (plan, (p, out, scratch), prev)| {
-                    if let Err(e) = run_task(plan, t, *p, out, scratch, |d| &prev[d as usize]) {
-                        *error.lock().unwrap_or_else(|p| p.into_inner()) = Err(e);
-                    }
-                });
-                error.into_inner().unwrap_or_else(|p| p.into_inner())?;
-                graphs.send(t);
-            }
-            Ok(())
+        styles::run(app, cfg, |points| {
+            let first_error = Mutex::new(Ok(()));
+            tactor::for_each_mut(points, 1, |_, point| {
+                if let Err(e) = styles::run_point(point) {
+                    *first_error.lock().unwrap_or_else(|p| p.into_inner()) = Err(e);
+                }
+            });
+            first_error.into_inner().unwrap_or_else(|p| p.into_inner())
         })
     }
 }
