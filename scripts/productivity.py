@@ -109,12 +109,31 @@ def code_lines(path):
 
 
 def helpers(text):
-    """Sibling modules of systems/ this code reaches, with the items taken."""
+    """Sibling modules of systems/ this code reaches, with the items taken: paths
+    (`super::styles::run`) and use trees (`use super::{styles, team::Pass}`) alike."""
     found = {}
+    # A grouped use of siblings is spelled out first: `super::{a, b::C}` as `super::a`, `super::b::C`.
+    for m in re.finditer(r"\b(super|crate::systems)::\{([^;]*)\}\s*;", text):
+        for part in split_tree(m.group(2)):
+            text += f"\n{m.group(1)}::{part}"
     for m in re.finditer(r"\b(?:super|crate::systems)::(\w+)(?:::(\{[^}]*\}|\w+))?", text):
         mod, items = m.group(1), m.group(2) or ""
         found.setdefault(mod, set()).update(re.findall(r"\w+", items))
     return found
+
+
+def split_tree(tree):
+    """The top-level parts of a use tree's braces: `a, b::{C, D}` gives `a` and `b::{C, D}`."""
+    parts, depth, cur = [], 0, ""
+    for ch in tree:
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        depth += (ch == "{") - (ch == "}")
+        cur += ch
+    parts.append(cur.strip())
+    return [p for p in parts if p]
 
 
 def module_file(mod):

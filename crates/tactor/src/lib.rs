@@ -106,7 +106,7 @@ mod sync;
 
 pub use event::{Event, UserEvent};
 pub use failure::{fail, AlreadyTriggered, Cause, Failure, TaskFailed, TaskLabel};
-pub use forkjoin::{for_each, for_each_mut, join};
+pub use forkjoin::{for_each, for_each_mut, join, try_for_each_mut};
 pub use future::{Future, Inputs, Promise};
 pub use runtime::ABANDON_AFTER;
 pub use runtime::{

@@ -154,7 +154,7 @@ fn lockstep_arrays_on_ranks_end_as_in_one_process() {
                 _ => reads(t - 1, n(a), i),
             })
             .unwrap();
-            for (a, Step { mine, now, before }) in rows.step(t).into_iter().enumerate() {
+            for (a, Step { mine, now, before }) in rows.step(t).enumerate() {
                 for (i, item) in mine.zip(now.iter_mut()) {
                     let mut v = value(t, a, i, item.len());
                     if t > 0 {
@@ -169,7 +169,7 @@ fn lockstep_arrays_on_ranks_end_as_in_one_process() {
             }
             rows.send(t, |a, i| readers(t, n(a), i));
         }
-        (rows.step(steps).into_iter())
+        rows.step(steps)
             .map(|s| s.before[s.mine].to_vec())
             .collect::<Vec<_>>()
     };

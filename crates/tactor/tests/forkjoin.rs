@@ -253,6 +253,40 @@ fn for_each_mut_hands_every_item_to_one_call_with_its_index() {
     tactor::for_each_mut(&mut empty, 1, |_, _| panic!("no items"));
 }
 
+#[test]
+fn try_for_each_mut_returns_a_failing_items_error_and_runs_each_item_at_most_once() {
+    let rt = rt(2);
+    let n = if cfg!(miri) { 37 } else { 5_001 };
+    for grain in [1, 7, n] {
+        for fails in [vec![], vec![n / 3], vec![n - 1], vec![0, n - 1, n / 2]] {
+            let mut items = vec![0u32; n];
+            let r = rt.run(|| {
+                tactor::try_for_each_mut(&mut items, grain, |i, item| {
+                    *item += 1;
+                    if fails.contains(&i) {
+                        return Err(i);
+                    }
+                    Ok(())
+                })
+            });
+            match r {
+                Ok(()) => assert!(fails.is_empty(), "grain {grain}: missed {fails:?}"),
+                Err(i) => assert!(fails.contains(&i), "grain {grain}: {i} did not fail"),
+            }
+            assert!(
+                items.iter().all(|&x| x <= 1),
+                "grain {grain}: an item ran twice"
+            );
+            if fails.is_empty() {
+                assert!(
+                    items.iter().all(|&x| x == 1),
+                    "grain {grain}: an item never ran"
+                );
+            }
+        }
+    }
+}
+
 /// Two-way splits one after another from one task, as a fork-join timestep loop makes them:
 /// the forker's deque is empty at each, so the other half goes to an idle worker's offer when
 /// one is open and onto the deque otherwise. Each half runs exactly once, sees what the forker

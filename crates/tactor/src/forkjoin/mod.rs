@@ -132,12 +132,39 @@ where
     T: Send,
     F: Fn(usize, &mut T) + Sync,
 {
+    let never = try_for_each_mut(items, grain, |i, x| {
+        body(i, x);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let Ok(()) = never;
+}
+
+/// [`for_each_mut`] with a body that may fail: rayon's `try_for_each`. Returns the first
+/// error of a piece that failed (a piece stops at its first failing item; the others run to
+/// their end), or `Ok` when every item succeeded.
+///
+/// ```
+/// let rt = tactor::Runtime::builder().workers(2).pin(false).build().unwrap();
+/// let mut xs = vec![1u32, 2, 0, 4];
+/// let r = rt.run(|| tactor::try_for_each_mut(&mut xs, 1, |_, x| match *x {
+///     0 => Err("a zero"),
+///     _ => Ok(*x *= 10),
+/// }));
+/// assert_eq!(r, Err("a zero"));
+/// assert_eq!((xs[0], xs[1]), (10, 20));
+/// ```
+pub fn try_for_each_mut<T, E, F>(items: &mut [T], grain: usize, body: F) -> Result<(), E>
+where
+    T: Send,
+    E: Send,
+    F: Fn(usize, &mut T) -> Result<(), E> + Sync,
+{
     let workers = runtime::current_handle().map_or(1, |h| h.workers());
     let split = Split {
         grain: grain.max(1),
         workers,
     };
-    split.run_mut(items, 0, workers, &body);
+    split.run_mut(items, 0, workers, &body)
 }
 
 /// How `for_each` splits.
@@ -179,24 +206,25 @@ impl Split {
     }
 
     /// `run` over a slice whose first item has index `first`.
-    fn run_mut<T: Send, F: Fn(usize, &mut T) + Sync>(
+    fn run_mut<T: Send, E: Send, F: Fn(usize, &mut T) -> Result<(), E> + Sync>(
         self,
         items: &mut [T],
         first: usize,
         splits: usize,
         body: &F,
-    ) {
+    ) -> Result<(), E> {
         if !self.splits(items.len(), splits) {
             for (i, x) in items.iter_mut().enumerate() {
-                body(first + i, x);
+                body(first + i, x)?;
             }
-            return;
+            return Ok(());
         }
         let mid = items.len() / 2;
         let (low, high) = items.split_at_mut(mid);
-        join_told(
+        let (a, b) = join_told(
             || self.run_mut(low, first, self.halve(splits, false), body),
             |stolen| self.run_mut(high, first + mid, self.halve(splits, stolen), body),
         );
+        a.and(b)
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 ///     let mut last = Vec::new();
 ///     for t in 0..3 {
 ///         cells.receive(t, |_, i| near(i)).unwrap();
-///         let Step { mine, now, before } = cells.step(t).remove(0);
+///         let Step { mine, now, before } = cells.step(t).next().unwrap();
 ///         for (i, cell) in mine.zip(now.iter_mut()) {
 ///             cell[0] = if t == 0 { i as u8 } else { near(i).map(|j| before[j][0]).sum() };
 ///         }
@@ -89,19 +89,17 @@ impl Lockstep {
     }
 
     /// Step `step` of every array.
-    pub fn step(&mut self, step: i64) -> Vec<Step<'_>> {
+    pub fn step(&mut self, step: i64) -> impl ExactSizeIterator<Item = Step<'_>> {
         let now = step.rem_euclid(2) as usize;
-        (self.rows.iter_mut().zip(&self.mine))
-            .map(|(rows, mine)| {
-                let [even, odd] = rows;
-                let (now, before) = if now == 0 { (even, odd) } else { (odd, even) };
-                Step {
-                    mine: mine.clone(),
-                    now: &mut now[mine.clone()],
-                    before,
-                }
-            })
-            .collect()
+        (self.rows.iter_mut().zip(&self.mine)).map(move |(rows, mine)| {
+            let [even, odd] = rows;
+            let (now, before) = if now == 0 { (even, odd) } else { (odd, even) };
+            Step {
+                mine: mine.clone(),
+                now: &mut now[mine.clone()],
+                before,
+            }
+        })
     }
 
     /// Before `step`: brings the items of the step before that this rank's items read from

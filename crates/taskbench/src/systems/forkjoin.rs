@@ -4,24 +4,22 @@
 //! its part of the points (`split_at_mut`): no locks and no `unsafe`.
 
 use super::interface::{RunConfig, RunError, System};
-use super::styles;
+use super::styles::{self, Point, Task};
 use super::team::Pass;
-use taskbench_core::app::App;
+use taskbench_core::{app::App, validate::TaskError};
 
 /// Nested fork-join over the points, a join at the end of each timestep.
 pub struct ForkJoin;
 
-/// Calls `f` on every item, splitting the slice in halves with `join` down to single items.
-fn split<T: Send, E: Send>(
-    items: &mut [T],
-    f: &(impl Fn(&mut T) -> Result<(), E> + Sync),
-) -> Result<(), E> {
-    match items {
+/// Runs `task` on every point, splitting the points in halves with `join` down to single
+/// points.
+fn split(points: &mut [Point], task: &Task) -> Result<(), TaskError> {
+    match points {
         [] => Ok(()),
-        [one] => f(one),
+        [one] => task(one),
         _ => {
-            let (a, b) = items.split_at_mut(items.len() / 2);
-            let (ra, rb) = tactor::join(|| split(a, f), || split(b, f));
+            let (a, b) = points.split_at_mut(points.len() / 2);
+            let (ra, rb) = tactor::join(|| split(a, task), || split(b, task));
             ra.and(rb)
         }
     }
@@ -41,6 +39,6 @@ impl System for ForkJoin {
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        styles::run(app, cfg, |points| split(points, &styles::run_point))
+        styles::run(app, cfg, split)
     }
 }

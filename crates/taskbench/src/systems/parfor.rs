@@ -1,11 +1,9 @@
 //! `parfor`: seed 004's HPX `for_loop` structure. Each timestep is one parallel loop over the
-//! points of every graph ([`tactor::for_each_mut`], grain 1: split only as far as workers are
+//! points of every graph ([`tactor::try_for_each_mut`], grain 1: split only as far as workers are
 //! idle to take the pieces), and the step ends when the loop returns.
 
 use super::interface::{RunConfig, RunError, System};
-use super::styles;
-use super::team::Pass;
-use std::sync::Mutex;
+use super::{styles, team::Pass};
 use taskbench_core::app::App;
 
 /// A parallel loop per timestep.
@@ -25,14 +23,8 @@ impl System for ParFor {
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
-        styles::run(app, cfg, |points| {
-            let first_error = Mutex::new(Ok(()));
-            tactor::for_each_mut(points, 1, |_, point| {
-                if let Err(e) = styles::run_point(point) {
-                    *first_error.lock().unwrap_or_else(|p| p.into_inner()) = Err(e);
-                }
-            });
-            first_error.into_inner().unwrap_or_else(|p| p.into_inner())
+        styles::run(app, cfg, |points, task| {
+            tactor::try_for_each_mut(points, 1, |_, point| task(point))
         })
     }
 }

@@ -3,27 +3,16 @@
 //! exchanges), and a timestep loop that hands each timestep's points to the style.
 
 use super::interface::{RunConfig, RunError};
-use super::shared::{footprint, run_task};
-use super::team::Pass;
-use super::timing::passes;
-use tactor::job::{Lockstep, Step};
+use super::{shared::footprint, shared::run_task, team::Pass, timing::passes};
+use tactor::job::Lockstep;
 use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};
 
-/// Point `p` of timestep `t` of a graph (its plan), with its output and scratch, and the
-/// outputs of the timestep before.
-pub type Point<'a> = (
-    &'a Plan,
-    i64,
-    i64,
-    &'a mut Vec<u8>,
-    &'a mut Vec<u8>,
-    &'a [Vec<u8>],
-);
+/// Point `p` of graph `g` at a timestep, with its output and scratch, and the outputs of the
+/// timestep before.
+pub type Point<'a> = (usize, usize, &'a mut [u8], &'a mut [u8], &'a [Vec<u8>]);
 
-/// Runs a point's task on its inputs, validating them.
-pub fn run_point((plan, t, p, out, scratch, before): &mut Point) -> Result<(), TaskError> {
-    run_task(plan, *t, *p, out, scratch, |d| &before[d as usize])
-}
+/// A point's task: runs it on its inputs, validating them.
+pub type Task<'a> = dyn Fn(&mut Point) -> Result<(), TaskError> + Sync + 'a;
 
 /// Two rows of outputs and one of scratch per graph, and the runtime.
 pub fn memory(app: &App, cfg: &RunConfig) -> u128 {
@@ -36,12 +25,12 @@ fn indices(points: &[i64]) -> impl Iterator<Item = usize> + '_ {
     points.iter().map(|&p| p as usize)
 }
 
-/// Times `style`, called each timestep with this rank's points of every graph, which it runs
-/// before it returns.
+/// Times `style`, called each timestep with this rank's points of every graph and their task,
+/// which it runs on each before it returns.
 pub fn run(
     app: &App,
     cfg: &RunConfig,
-    style: impl Fn(&mut [Point]) -> Result<(), TaskError> + Sync,
+    style: impl Fn(&mut [Point], &Task) -> Result<(), TaskError> + Sync,
 ) -> Result<Pass, RunError> {
     let (rt, exchange) = cfg.tactor()?;
     let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
@@ -57,16 +46,18 @@ pub fn run(
         for t in 0..steps {
             let reads = |g: usize, q| indices(plans[g].deps(t, q as i64));
             (rows.receive(t, reads)).map_err(|why| RunError::waiting(exchange.as_deref(), why))?;
-            let mut points = Vec::new();
-            let graphs = rows.step(t).into_iter().zip(plans.iter().zip(&mut scratch));
-            for (Step { mine, now, before }, (plan, scratch)) in graphs {
+            let mut points: Vec<Point> = Vec::new();
+            for (g, (step, scratch)) in rows.step(t).zip(&mut scratch).enumerate() {
+                let (plan, mine) = (&plans[g], step.mine);
                 let live = plan.offset(t) as usize..(plan.offset(t) + plan.width(t)) as usize;
-                let here = mine.clone().zip(now.iter_mut().zip(&mut scratch[mine]));
-                for (p, (out, s)) in here.filter(|(p, _)| live.contains(p)) {
-                    points.push((plan, t, p as i64, out, s, before));
+                let outs = step.now.iter_mut().zip(&mut scratch[mine.clone()]);
+                for (p, (out, s)) in mine.zip(outs).filter(|(p, _)| live.contains(p)) {
+                    points.push((g, p, out, s, step.before));
                 }
             }
-            style(&mut points)?;
+            style(&mut points, &|(g, p, out, s, before)| {
+                run_task(&plans[*g], t, *p as i64, out, s, |d| &before[d as usize])
+            })?;
             rows.send(t, |g, q| indices(plans[g].rdeps(t + 1, q as i64)));
         }
         Ok(())
