@@ -182,12 +182,31 @@ def public_methods():
 def constructs(lines, methods):
     text = "\n".join(lines)
     used = set()
-    for m in re.finditer(r"\btactor(?:_comm)?::((?:\w+::)*)(\{[^;]*?\}|\w+)", text, re.S):
-        used.update(w for w in re.findall(r"\w+", m.group(2)) if w != "self")
+    for m in re.finditer(r"\btactor(?:_comm)?::((?:\w+::)*)(\{[^;]*\}|\w+)", text, re.S):
+        used.update(leaves(m.group(2)))
     defined = set(re.findall(r"\bfn (\w+)", text))
     used.update(m for m in re.findall(r"\.(\w+)\s*(?:::<[^>]*>)?\(", text)
                 if m in methods and m not in defined)
     return used
+
+
+def leaves(tree):
+    """The items a use tree names, without the modules on their way: `{job::Blocks, Future}`
+    gives `Blocks` and `Future` (`self` names its module)."""
+    if not tree.startswith("{"):
+        return {tree}
+    out = set()
+    for part in split_tree(tree[1:-1]):
+        part = part.split(" as ")[0].strip()
+        last = part.rsplit("::", 1)
+        if last[-1].startswith("{") or "::{" in part:
+            head, _, sub = part.partition("::{")
+            out |= leaves("{" + sub) if sub else leaves(part)
+        elif last[-1] == "self":
+            out.add(last[0].rsplit("::", 1)[-1])
+        else:
+            out.add(last[-1])
+    return out
 
 
 def reference_rows(ref):

@@ -1,7 +1,8 @@
 //! `job::Blocks` on in-process jobs: every item a rank reads from another arrives once, with
 //! its bytes, over several arrays and steps whose dependences change; blocks and owners
 //! agree; a failed rank ends a receive instead of hanging it. `job::Lockstep` on the same
-//! dependences computes what one process does.
+//! dependences computes what one process does; items as futures arrive as futures with their
+//! bytes, and a failed item poisons its message's send.
 
 use tactor::job::{Blocks, Exchange, Job, Lockstep, Step, FIRST_PORT};
 
@@ -184,5 +185,71 @@ fn lockstep_arrays_on_ranks_end_as_in_one_process() {
                 .collect();
             assert_eq!(&joined, whole, "{ranks} ranks, array {a}");
         }
+    }
+}
+
+/// `Blocks::send_when_ready` and `receive_later`: every item a rank reads from another comes
+/// as a future with its bytes, over several arrays and steps, though each item's value is
+/// made late by a task; an item that failed poisons the send of its message.
+#[test]
+fn items_as_futures_arrive_as_futures_with_their_bytes() {
+    use tactor::{Future, Placement};
+    let arrays = [(11usize, 3usize), (5, 8), (2, 1)];
+    let steps = if cfg!(miri) { 2 } else { 5 };
+    for ranks in [2, 3] {
+        let got = Job::run_in_process(ranks, 2, move |rt, job| {
+            let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 5, &arrays);
+            let n = |a: usize| arrays[a].0;
+            for t in 0..steps {
+                let make = |a: usize, i: usize| -> Future<Vec<u8>> {
+                    let b = arrays[a].1;
+                    rt.spawn(Placement::Any, &[], move || value(t, a, i, b))
+                };
+                let sent = blocks.send_when_ready(rt, t, |a, i| readers(t, n(a), i), make);
+                let mut got = Vec::new();
+                blocks.receive_later(
+                    rt,
+                    t,
+                    |a, i| reads(t, n(a), i),
+                    |a, i, f| got.push((a, i, f)),
+                );
+                for s in &sent {
+                    s.get().unwrap();
+                }
+                let mut far = Vec::new();
+                for (a, i, f) in got {
+                    assert_eq!(*f.get().unwrap(), value(t, a, i, arrays[a].1), "step {t}");
+                    far.push((a, i));
+                }
+                let mut want = Vec::new();
+                for (a, &(n, _)) in arrays.iter().enumerate() {
+                    let mine = blocks.mine(a);
+                    let mut f: Vec<usize> = (mine.clone())
+                        .flat_map(|i| reads(t, n, i))
+                        .filter(|j| !mine.contains(j))
+                        .collect();
+                    f.sort_unstable();
+                    f.dedup();
+                    want.extend(f.into_iter().map(|j| (a, j)));
+                }
+                far.sort_unstable();
+                assert_eq!(far, want, "rank {} step {t}", job.rank());
+            }
+        });
+        for (r, g) in got.into_iter().enumerate() {
+            assert!(g.is_ok(), "{ranks} ranks: rank {r} failed");
+        }
+    }
+    // A failed item: its message is not sent, and its send's future says why.
+    let got = Job::run_in_process(2, 1, |rt, job| {
+        let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 1)]);
+        let bad = rt.spawn(Placement::Any, &[], || -> Vec<u8> {
+            tactor::fail("a bad item")
+        });
+        let sent = blocks.send_when_ready(rt, 0, |_, i| [1 - i], |_, _| bad.clone());
+        sent[0].get().map(drop).unwrap_err().to_string()
+    });
+    for g in got {
+        assert!(g.unwrap().contains("a bad item"));
     }
 }

@@ -182,6 +182,25 @@ impl Plan {
         }
     }
 
+    /// [`Plan::deps`] as indices, for a program that keeps a timestep's points in a vector
+    /// (points are never negative).
+    ///
+    /// ```
+    /// use taskbench_core::{app::App, plan::Plan};
+    /// let app = App::parse(&["-steps", "3", "-width", "4", "-type", "stencil_1d"], &[]).unwrap().0;
+    /// let plan = Plan::new(app.graphs[0].clone());
+    /// assert_eq!(plan.dep_indices(1, 0).collect::<Vec<_>>(), [0, 1]);
+    /// assert_eq!(plan.rdep_indices(1, 3).collect::<Vec<_>>(), [2, 3]);
+    /// ```
+    pub fn dep_indices(&self, t: i64, point: usize) -> impl Iterator<Item = usize> + '_ {
+        self.deps(t, point as i64).iter().map(|&d| d as usize)
+    }
+
+    /// [`Plan::rdeps`] as indices (see [`Plan::dep_indices`]).
+    pub fn rdep_indices(&self, t: i64, point: usize) -> impl Iterator<Item = usize> + '_ {
+        self.rdeps(t, point as i64).iter().map(|&r| r as usize)
+    }
+
     /// The output task `(t, point)` must produce: `(t, point)` pairs of native 64-bit integers.
     pub fn output_of(t: i64, point: i64, bytes: usize) -> Vec<u8> {
         let mut v = vec![0u8; bytes];

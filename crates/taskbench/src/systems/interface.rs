@@ -47,6 +47,12 @@ impl RunConfig {
         (self.job.clone()).unwrap_or_else(|| Job::in_process(1, self.workers).remove(0))
     }
 
+    /// The bytes of the runtime [`RunConfig::tactor`] starts (its workers' deques, stacks and
+    /// queues), for [`System::memory`].
+    pub fn tactor_footprint(&self) -> u128 {
+        tactor::Runtime::builder().workers(self.workers).footprint()
+    }
+
     /// The Tactor runtime this run asks for: its workers, pinned where they fit the cores
     /// ([`first_core_here`]); on several ranks with the job's exchange on [`PORT_EDGES`]
     /// (and the fault a test asks this rank to inject: [`crate::faults`]), whose messages the
@@ -140,6 +146,13 @@ impl RunError {
             Some(rank) => RunError::Remote { rank },
             None => RunError::Runtime(why),
         }
+    }
+}
+
+/// A task that failed outside validation (or whose input did).
+impl From<tactor::TaskFailed> for RunError {
+    fn from(e: tactor::TaskFailed) -> RunError {
+        RunError::Runtime(e.to_string())
     }
 }
 

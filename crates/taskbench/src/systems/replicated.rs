@@ -39,7 +39,7 @@ impl System for Replicated {
         // timesteps are in flight.
         footprint::rows(app, 2, 1)
             .saturating_add(footprint::per_task(app, |_| 3 * FENCE_EVERY, 1024, 160))
-            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+            .saturating_add(cfg.tactor_footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

@@ -61,7 +61,7 @@ impl super::System for Sharded {
         let steps = 4 * (CHUNK_TASKS / width.max(1)).max(MIN_CHUNK);
         footprint::rows(app, 2, 2)
             .saturating_add(footprint::per_task(app, |t| t.min(steps), 256, 64))
-            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+            .saturating_add(cfg.tactor_footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

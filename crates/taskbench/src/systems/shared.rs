@@ -59,26 +59,27 @@ pub fn run_task<'a>(
     run_inputs(plan, t, p, output, scratch, deps.iter().map(|&d| input(d)))
 }
 
-/// Runs task `(t, p)` of `plan` on `inputs`, its dependencies' outputs in order. Gathers up to
-/// 8 inputs on the stack: the common case allocates nothing.
+/// Runs task `(t, p)` of `plan` on `inputs`, its dependencies' outputs in order (byte slices,
+/// or anything that is one: vectors, for a system whose outputs are values). Gathers up to 8
+/// inputs on the stack: the common case allocates nothing.
 #[inline]
-pub fn run_inputs<'a>(
+pub fn run_inputs<'a, I: AsRef<[u8]> + ?Sized + 'a>(
     plan: &Plan,
     t: i64,
     p: i64,
     output: &mut [u8],
     scratch: &mut [u8],
-    inputs: impl ExactSizeIterator<Item = &'a [u8]>,
+    inputs: impl ExactSizeIterator<Item = &'a I>,
 ) -> Result<(), TaskError> {
     if inputs.len() <= 8 {
         let mut gathered: [&[u8]; 8] = [&[]; 8];
         let n = inputs.len();
         for (slot, input) in gathered.iter_mut().zip(inputs) {
-            *slot = input;
+            *slot = input.as_ref();
         }
         plan.execute_point(t, p, output, &gathered[..n], scratch)
     } else {
-        let gathered: Vec<&[u8]> = inputs.collect();
+        let gathered: Vec<&[u8]> = inputs.map(AsRef::as_ref).collect();
         plan.execute_point(t, p, output, &gathered, scratch)
     }
 }

@@ -16,13 +16,7 @@ pub type Task<'a> = dyn Fn(&mut Point) -> Result<(), TaskError> + Sync + 'a;
 
 /// Two rows of outputs and one of scratch per graph, and the runtime.
 pub fn memory(app: &App, cfg: &RunConfig) -> u128 {
-    footprint::rows(app, 2, 1)
-        .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
-}
-
-/// The points a list of points names, as indices.
-fn indices(points: &[i64]) -> impl Iterator<Item = usize> + '_ {
-    points.iter().map(|&p| p as usize)
+    footprint::rows(app, 2, 1).saturating_add(cfg.tactor_footprint())
 }
 
 /// Times `style`, called each timestep with this rank's points of every graph and their task,
@@ -44,7 +38,7 @@ pub fn run(
     let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
     passes(&rt, exchange.as_deref(), || {
         for t in 0..steps {
-            let reads = |g: usize, q| indices(plans[g].deps(t, q as i64));
+            let reads = |g: usize, q| plans[g].dep_indices(t, q);
             (rows.receive(t, reads)).map_err(|why| RunError::waiting(exchange.as_deref(), why))?;
             let mut points: Vec<Point> = Vec::new();
             for (g, (step, scratch)) in rows.step(t).zip(&mut scratch).enumerate() {
@@ -58,7 +52,7 @@ pub fn run(
             style(&mut points, &|(g, p, out, s, before)| {
                 run_task(&plans[*g], t, *p as i64, out, s, |d| &before[d as usize])
             })?;
-            rows.send(t, |g, q| indices(plans[g].rdeps(t + 1, q as i64)));
+            rows.send(t, |g, q| plans[g].rdep_indices(t + 1, q));
         }
         Ok(())
     })

@@ -365,7 +365,7 @@ impl System for Tasks {
         // launches CHUNK ahead), and the runtime.
         footprint::rows(app, 2, 2)
             .saturating_add(footprint::per_task(app, |_| CHUNK + 2, 512, 64))
-            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+            .saturating_add(cfg.tactor_footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

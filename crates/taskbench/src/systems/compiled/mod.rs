@@ -359,7 +359,7 @@ impl System for Compiled {
         let chunk = |steps: i64| steps.min(in_flight);
         footprint::rows(app, 2, 2)
             .saturating_add(footprint::per_task(app, chunk, 256, 48))
-            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+            .saturating_add(cfg.tactor_footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

@@ -148,7 +148,7 @@ impl System for Implicit {
         };
         footprint::rows(app, 2, 2)
             .saturating_add(footprint::per_task(app, |_| ahead, 768, 96))
-            .saturating_add(tactor::Runtime::builder().workers(cfg.workers).footprint())
+            .saturating_add(cfg.tactor_footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

@@ -1,6 +1,8 @@
 //! Arrays cut in one block per rank and stepped in lock-step: which items cross ranks between
 //! two steps, and their messages ([`Blocks`]).
 
+mod futures;
+
 use super::exchange::{Exchange, Key};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
