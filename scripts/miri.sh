@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the code with `unsafe` in it under Miri (the Rust UB checker): Tactor's unit, API and
-# subgraph tests (sizes scaled down under cfg(miri)), Task Bench's unit tests, and a small run
-# of each Task Bench system with unsafe code of its own. Installs nightly's Miri when it is
-# missing.
+# subgraph tests (sizes scaled down under cfg(miri)), and Task Bench's unit tests, among them
+# a small run of each Task Bench system with unsafe code of its own. Installs nightly's Miri
+# when it is missing.
 #
 # Flags: tree borrows, because crossbeam-epoch (inside crossbeam-deque) breaks the stricter
 # stacked-borrows rules on its own; leaks are ignored because crossbeam-epoch's global
@@ -30,8 +30,8 @@ target=${CARGO_TARGET_DIR:-target}
 # (tests/spmd.rs and tactor-apps are left out: no unsafe code of their own, and their idle
 # workers poll the job's network all along, which Miri runs a thousand times slower.)
 # The groups are balanced by CI's log: in session 36 group A's tests took ~3 minutes and
-# group B's ~4, plus its five Task Bench runs at ~20 s each (mostly Miri starting the
-# binary) and a build per package, so tactor-comm (~1 minute and a build) runs in group A.
+# group B's ~4 and a build per package, so tactor-comm (~1 minute and a build) runs in
+# group A.
 group_a() {
   cargo +nightly miri test --locked -p tactor --no-default-features --lib --test subgraph --test implicit --test index_launch
   # Without MPI: Miri cannot call into a C library. The communication layer's in-process
@@ -42,16 +42,11 @@ group_a() {
 group_b() {
   export CARGO_TARGET_DIR="$target/miri-b"
   cargo +nightly miri test --locked -p tactor --no-default-features --test api --test forkjoin --test implicit_outside --test job
+  # Task Bench's unit tests include a small run of each system with unsafe code of its own
+  # (slots, edges, the compiled chunks); the others are safe programs on Tactor calls that
+  # Tactor's tests check under Miri above. One test process for all of them: a run of the
+  # binary per system spent ~10 of its ~20 s in Miri starting the binary (session 37).
   cargo +nightly miri test --locked -p taskbench --no-default-features --lib
-  # The systems with unsafe code of their own (slots, edges, the compiled chunks); the
-  # others are safe programs on Tactor calls that Tactor's tests check under Miri above.
-  local g="-steps 3 -width 4 -type nearest -radix 3 -kernel compute_bound -iter 2"
-  for s in bsp tasks compiled sharded implicit; do
-    echo "== miri: taskbench -system $s"
-    # shellcheck disable=SC2086
-    cargo +nightly miri run --locked -q -p taskbench --no-default-features -- $g -and -steps 4 -width 3 -type stencil_1d -system $s -worker 2 |
-      grep -E "^(Elapsed|Total Tasks)"
-  done
 }
 
 logs=$(mktemp -d)
