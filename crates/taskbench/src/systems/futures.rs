@@ -36,7 +36,7 @@ impl System for Futures {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         let (rt, exchange) = cfg.tactor()?;
-        let plans: Arc<Vec<Plan>> = Arc::new(app.graphs.iter().cloned().map(Plan::new).collect());
+        let plans: Vec<Plan> = app.graphs.iter().cloned().map(Plan::new).collect();
         let sizes: Vec<_> = (app.graphs.iter())
             .map(|g| (g.max_width as usize, g.output_bytes_per_task))
             .collect();
@@ -44,14 +44,15 @@ impl System for Futures {
         let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
         let workers = cfg.workers;
         // A task runs to its end on one worker: a scratch buffer per graph and worker.
-        let scratch: Arc<Vec<_>> = Arc::new(
-            (app.graphs.iter())
-                .flat_map(|g| (0..cfg.workers).map(|_| new_scratch(g.scratch_bytes_per_task)))
-                .map(Mutex::new)
-                .collect(),
-        );
-        // A task that finds a wrong input fails (its dependents do not run) and keeps why.
-        let first = Arc::new(OnceLock::<TaskError>::new());
+        let scratch: Vec<_> = (app.graphs.iter())
+            .flat_map(|g| (0..cfg.workers).map(|_| new_scratch(g.scratch_bytes_per_task)))
+            .map(Mutex::new)
+            .collect();
+        // What every task reads, behind one count (one atomic per launch where three had
+        // cost the driver a third of its time): the plans, the scratch, and the first wrong
+        // input found — its task fails (its dependents do not run) and keeps why.
+        let shared = Arc::new((plans, scratch, OnceLock::<TaskError>::new()));
+        let (plans, first) = (&shared.0, &shared.2);
         let check = |e: &Event| {
             e.wait()
                 .map_err(|why| first.get().cloned().map_or(why.into(), Into::into))
@@ -67,9 +68,9 @@ impl System for Futures {
                     let mut next = vec![Future::ready(Vec::new()); sizes[g].0];
                     for p in mine.filter(|p| live.contains(p)) {
                         let ins = plan.dep_indices(t, p).map(|d| last[g][d].clone());
-                        let (plans, scratch, first) =
-                            (plans.clone(), scratch.clone(), first.clone());
+                        let shared = shared.clone();
                         next[p] = rt.dataflow(Placement::Any, ins, move |ins| {
+                            let (plans, scratch, first) = &*shared;
                             let mut out = vec![0; plans[g].graph().output_bytes_per_task];
                             let w = g * workers + tactor::current_worker().expect("on a worker");
                             let mut s = scratch[w].lock().unwrap_or_else(|p| p.into_inner());
