@@ -61,17 +61,9 @@ fn every_item_read_across_ranks_arrives_once_with_its_bytes() {
                     )
                     .unwrap();
                 // Exactly the items of other ranks that this rank's items read, once each.
-                let mut want = Vec::new();
-                for (a, &(n, _)) in arrays.iter().enumerate() {
-                    let mine = blocks.mine(a);
-                    let mut far: Vec<usize> = (mine.clone())
-                        .flat_map(|i| reads(t, n, i))
-                        .filter(|j| !mine.contains(j))
-                        .collect();
-                    far.sort_unstable();
-                    far.dedup();
-                    want.extend(far.into_iter().map(|j| (a, j, vals[a][j].clone())));
-                }
+                let want: Vec<_> = (far_reads(&blocks, &arrays, t).into_iter())
+                    .map(|(a, j)| (a, j, vals[a][j].clone()))
+                    .collect();
                 got.sort();
                 assert_eq!(got, want, "rank {} step {t}", job.rank());
             }
@@ -81,6 +73,23 @@ fn every_item_read_across_ranks_arrives_once_with_its_bytes() {
             assert!(g.is_ok(), "{ranks} ranks: rank {r} failed");
         }
     }
+}
+
+/// The items of other ranks that this rank's items read at step `t + 1`, once each, array
+/// by array, ascending.
+fn far_reads(blocks: &Blocks, arrays: &[(usize, usize)], t: i64) -> Vec<(usize, usize)> {
+    let mut want = Vec::new();
+    for (a, &(n, _)) in arrays.iter().enumerate() {
+        let mine = blocks.mine(a);
+        let mut far: Vec<usize> = (mine.clone())
+            .flat_map(|i| reads(t, n, i))
+            .filter(|j| !mine.contains(j))
+            .collect();
+        far.sort_unstable();
+        far.dedup();
+        want.extend(far.into_iter().map(|j| (a, j)));
+    }
+    want
 }
 
 fn blocks_of(
@@ -221,18 +230,8 @@ fn items_as_futures_arrive_as_futures_with_their_bytes() {
                     assert_eq!(*f.get().unwrap(), value(t, a, i, arrays[a].1), "step {t}");
                     far.push((a, i));
                 }
-                let mut want = Vec::new();
-                for (a, &(n, _)) in arrays.iter().enumerate() {
-                    let mine = blocks.mine(a);
-                    let mut f: Vec<usize> = (mine.clone())
-                        .flat_map(|i| reads(t, n, i))
-                        .filter(|j| !mine.contains(j))
-                        .collect();
-                    f.sort_unstable();
-                    f.dedup();
-                    want.extend(f.into_iter().map(|j| (a, j)));
-                }
                 far.sort_unstable();
+                let want = far_reads(&blocks, &arrays, t);
                 assert_eq!(far, want, "rank {} step {t}", job.rank());
             }
         });
