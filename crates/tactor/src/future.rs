@@ -8,6 +8,7 @@
 use crate::event::{Event, UserEvent};
 use crate::failure::TaskFailed;
 use crate::runtime::{Handle, Placement};
+use crate::scope::Scope;
 use smallvec::SmallVec;
 use std::sync::{Arc, OnceLock};
 
@@ -186,23 +187,73 @@ impl Handle {
         U: Send + Sync + 'static,
         F: FnOnce(Inputs<'_, T>) -> U + Send + 'static,
     {
-        // Up to 4 inputs travel inside the task's own allocation.
-        let inputs: SmallVec<[Future<T>; 4]> = inputs.into_iter().collect();
-        let value = Arc::new(OnceLock::new());
-        let slot = value.clone();
-        // Copies of the events, on the stack for up to 8 inputs: the task owns the inputs.
-        let events: SmallVec<[Event; 8]> = inputs.iter().map(|f| f.event.clone()).collect();
-        let event = self.launch_job(
-            placement,
-            &events,
-            move || {
-                let _ = slot.set(task(Inputs(&inputs)));
-            },
-            None,
-            None,
-        );
+        let (events, job, value) = dataflow_job(inputs, task);
+        let event = self.launch_job(placement, &events, job, None, None);
         Future { event, value }
     }
+}
+
+impl<'scope> Scope<'scope> {
+    /// [`Handle::dataflow`] inside the scope: `task` may borrow what outlives the scope, and
+    /// the scope waits for it and reports its failure, so the caller keeps no list of the
+    /// futures it launched only to see them end.
+    ///
+    /// ```
+    /// use tactor::{Future, Placement, Runtime};
+    /// let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    /// let scale = 10; // borrowed by the tasks
+    /// let mut last = Future::ready(1);
+    /// rt.scope(|s| {
+    ///     for _ in 0..3 {
+    ///         last = s.dataflow(Placement::Any, [last.clone()], |ins| ins.get(0) * scale);
+    ///     }
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*last.get().unwrap(), 1000);
+    /// ```
+    #[track_caller]
+    pub fn dataflow<T, U, F>(
+        &self,
+        placement: Placement,
+        inputs: impl IntoIterator<Item = Future<T>>,
+        task: F,
+    ) -> Future<U>
+    where
+        T: Send + Sync + 'static,
+        U: Send + Sync + 'static,
+        F: FnOnce(Inputs<'_, T>) -> U + Send + 'scope,
+    {
+        let (events, job, value) = dataflow_job(inputs, task);
+        let event = self.launch_inner(placement, &events, move |_| job(), None);
+        Future { event, value }
+    }
+}
+
+/// A dataflow task's preconditions (its inputs' events), its body (which owns the inputs and
+/// sets the value) and the cell of its value.
+#[allow(clippy::type_complexity)]
+fn dataflow_job<'a, T, U>(
+    inputs: impl IntoIterator<Item = Future<T>>,
+    task: impl FnOnce(Inputs<'_, T>) -> U + Send + 'a,
+) -> (
+    SmallVec<[Event; 8]>,
+    impl FnOnce() + Send + 'a,
+    Arc<OnceLock<U>>,
+)
+where
+    T: Send + Sync + 'static,
+    U: Send + Sync + 'static,
+{
+    // Up to 4 inputs travel inside the task's own allocation.
+    let inputs: SmallVec<[Future<T>; 4]> = inputs.into_iter().collect();
+    let value = Arc::new(OnceLock::new());
+    let slot = value.clone();
+    // Copies of the events, on the stack for up to 8 inputs: the task owns the inputs.
+    let events = inputs.iter().map(|f| f.event.clone()).collect();
+    let job = move || {
+        let _ = slot.set(task(Inputs(&inputs)));
+    };
+    (events, job, value)
 }
 
 /// The values of a [`Handle::dataflow`] task's inputs, every one there, in the order given.

@@ -1,6 +1,5 @@
 //! Scoped launches: tasks that borrow from the caller's stack, like `std::thread::scope`.
 
-use crate::countdown::Outcome;
 use crate::event::Event;
 use crate::failure::{Failure, TaskFailed};
 use crate::runtime::{Finish, Handle, Placement};
@@ -27,11 +26,14 @@ struct ScopeState {
 }
 
 impl Finish for ScopeState {
+    /// The first failure is kept: the one that happened first, since a task tells it before
+    /// its event poisons what depends on it.
+    fn task_failed(&self, failure: &Arc<Failure>) {
+        lock(&self.failure).get_or_insert_with(|| failure.clone());
+    }
+
     /// One task of the scope (or the body) finished.
-    fn task_done(&self, outcome: &Outcome) {
-        if let Err(f) = outcome {
-            lock(&self.failure).get_or_insert_with(|| f.clone());
-        }
+    fn task_done(&self) {
         if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             let _ = self.done.trigger();
         }
@@ -72,7 +74,7 @@ impl<'scope> Scope<'scope> {
     }
 
     #[track_caller]
-    fn launch_inner<F>(
+    pub(crate) fn launch_inner<F>(
         &self,
         placement: Placement,
         preconditions: &[Event],
@@ -143,7 +145,7 @@ impl Handle {
         };
         let result = catch_unwind(AssertUnwindSafe(|| body(&scope)));
         let done = state.done.event();
-        state.task_done(&Ok(()));
+        state.task_done();
         // Cannot fail: `done` is only ever triggered, never poisoned, while `state` holds it.
         let _ = done.wait();
         match result {

@@ -214,6 +214,50 @@ fn scope_tasks_borrow_and_report_the_first_failure() {
     assert!(err.to_string().contains("scoped panic"), "{err}");
 }
 
+/// `Scope::dataflow`: a chain of tasks that borrow a counter from the caller's stack; the
+/// scope returns once all ran (every future set, the count complete), a failed task's
+/// dependents do not run, and the scope reports the root cause.
+#[test]
+fn scoped_dataflow_tasks_borrow_are_waited_for_and_fail_as_a_scope() {
+    use tactor::Future;
+    let rt = rt(2);
+    let ran = AtomicUsize::new(0);
+    let n = if cfg!(miri) { 12 } else { 500 };
+    let mut chain = vec![Future::ready(1u64)];
+    rt.scope(|s| {
+        for i in 1..n {
+            let (ran, ins) = (&ran, [chain[i - 1].clone(), chain[i / 2].clone()]);
+            chain.push(s.dataflow(Placement::Any, ins, move |v| {
+                ran.fetch_add(1, SeqCst);
+                v.get(0) + v.get(1)
+            }));
+        }
+    })
+    .unwrap();
+    assert_eq!(ran.load(SeqCst), n - 1);
+    let mut want = vec![1u64];
+    for i in 1..n {
+        want.push(want[i - 1].wrapping_add(want[i / 2]));
+    }
+    // Set, not waited for: the scope waited.
+    let got: Vec<u64> = chain
+        .iter()
+        .map(|f| *f.try_get().unwrap().unwrap())
+        .collect();
+    assert_eq!(got, want);
+    let after_bad = AtomicUsize::new(0);
+    let err = rt
+        .scope(|s| {
+            let bad = s.dataflow(Placement::Any, [Future::ready(0u8)], |_| -> u8 {
+                tactor::fail("a bad value")
+            });
+            s.dataflow(Placement::Any, [bad], |_| after_bad.fetch_add(1, SeqCst));
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("a bad value"), "{err}");
+    assert_eq!(after_bad.load(SeqCst), 0);
+}
+
 #[test]
 fn on_each_worker_runs_once_per_worker_and_reports_a_panic() {
     let rt = rt(3);

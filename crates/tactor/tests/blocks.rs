@@ -214,17 +214,17 @@ fn items_as_futures_arrive_as_futures_with_their_bytes() {
                     let b = arrays[a].1;
                     rt.spawn(Placement::Any, &[], move || value(t, a, i, b))
                 };
-                let sent = blocks.send_when_ready(rt, t, |a, i| readers(t, n(a), i), make);
                 let mut got = Vec::new();
-                blocks.receive_later(
-                    rt,
-                    t,
-                    |a, i| reads(t, n(a), i),
-                    |a, i, f| got.push((a, i, f)),
-                );
-                for s in &sent {
-                    s.get().unwrap();
-                }
+                rt.scope(|s| {
+                    blocks.send_when_ready(s, t, |a, i| readers(t, n(a), i), make);
+                    blocks.receive_later(
+                        s,
+                        t,
+                        |a, i| reads(t, n(a), i),
+                        |a, i, f| got.push((a, i, f)),
+                    );
+                })
+                .unwrap();
                 let mut far = Vec::new();
                 for (a, i, f) in got {
                     assert_eq!(*f.get().unwrap(), value(t, a, i, arrays[a].1), "step {t}");
@@ -239,16 +239,45 @@ fn items_as_futures_arrive_as_futures_with_their_bytes() {
             assert!(g.is_ok(), "{ranks} ranks: rank {r} failed");
         }
     }
-    // A failed item: its message is not sent, and its send's future says why.
+    // A failed item: its message is not sent, and its send's failure says why.
     let got = Job::run_in_process(2, 1, |rt, job| {
         let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 1)]);
         let bad = rt.spawn(Placement::Any, &[], || -> Vec<u8> {
             tactor::fail("a bad item")
         });
-        let sent = blocks.send_when_ready(rt, 0, |_, i| [1 - i], |_, _| bad.clone());
-        sent[0].get().map(drop).unwrap_err().to_string()
+        let sent = rt.scope(|s| blocks.send_when_ready(s, 0, |_, i| [1 - i], |_, _| bad.clone()));
+        sent.unwrap_err().to_string()
     });
     for g in got {
         assert!(g.unwrap().contains("a bad item"));
     }
+    // Rank 1 reads rank 0's failed item at step 0 and so never sends its own of step 1:
+    // rank 0's failed send abandons the exchange, so its scope does not wait for that
+    // message, and once rank 0 tells the job, rank 1's scope ends too.
+    let got = Job::run_in_process(2, 1, |rt, job| {
+        let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 1)]);
+        let me = job.rank();
+        let mut item = rt.spawn(Placement::Any, &[], move || -> Vec<u8> {
+            match me {
+                0 => tactor::fail("a bad item"),
+                _ => vec![1],
+            }
+        });
+        let ended = rt.scope(|s| {
+            for t in 0..2 {
+                let mut theirs = None;
+                blocks.send_when_ready(s, t, |_, i| [1 - i], |_, _| item.clone());
+                blocks.receive_later(s, t, |_, i| [1 - i], |_, _, f| theirs = Some(f));
+                let theirs = theirs.expect("one item from the other rank");
+                item = s.dataflow(Placement::Any, [theirs], |v| v.get(0).clone());
+            }
+        });
+        if let Err(e) = &ended {
+            job.tell_failure(&e.to_string());
+        }
+        ended.map_err(|e| e.to_string())
+    });
+    let why = |r: usize| got[r].as_ref().unwrap().as_ref().unwrap_err().clone();
+    assert!(why(0).contains("a bad item"), "{}", why(0));
+    assert!(why(1).contains("failed"), "{}", why(1));
 }

@@ -46,8 +46,11 @@ const LINKS: usize = 3;
 /// What a task tells the group it was launched in (a scope) when it has finished. The task
 /// layer owns this trait; the scope implements it.
 pub(crate) trait Finish: Send + Sync {
-    /// One task of the group finished with `outcome`.
-    fn task_done(&self, outcome: &Outcome);
+    /// A task of the group failed: told before its event triggers, so that the group sees
+    /// the failure before those of the dependents it poisons.
+    fn task_failed(&self, failure: &Arc<Failure>);
+    /// One task of the group finished (after its event triggered).
+    fn task_done(&self);
 }
 
 /// A task's closure inside its node, taken at most once: called, or dropped unrun.
@@ -145,11 +148,14 @@ impl<F: FnOnce() + Send + 'static> TaskNode<Once<F>> {
 }
 
 impl<J: Body + ?Sized> TaskNode<J> {
-    /// Triggers the task's event, then tells its scope.
+    /// Triggers the task's event; tells its scope of a failure before, and of the end after.
     fn finish(&self, outcome: Outcome) {
-        let _ = self.state.trigger(outcome.clone());
+        if let (Some(scope), Err(failure)) = (&self.scope, &outcome) {
+            scope.task_failed(failure);
+        }
+        let _ = self.state.trigger(outcome);
         if let Some(scope) = &self.scope {
-            scope.task_done(&outcome);
+            scope.task_done();
         }
     }
 

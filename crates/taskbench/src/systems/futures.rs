@@ -1,15 +1,16 @@
 //! `futures`: seed 004's ItoyoriFBC structure. Each point's output is a [`tactor::Future`]
-//! that the tasks depending on it take as inputs ([`tactor::Handle::dataflow`]); outputs are
-//! values, not buffers, so nothing orders a slot's reuse. `futures-barrier` waits for every
-//! future of a timestep before launching the next (the seed's per-step barrier, for its fair
-//! comparison); `futures` lets timesteps overlap. On ranks each graph's points are cut in
+//! that the tasks depending on it take as inputs ([`tactor::Scope::dataflow`]: the tasks
+//! borrow the plans, and the scope waits for them and reports the first failure); outputs are
+//! values, not buffers, so nothing orders a slot's reuse. `futures-barrier` runs each
+//! timestep in a scope of its own, which waits for it before the next is launched (the seed's
+//! per-step barrier, for its fair comparison); `futures` lets timesteps overlap. On ranks each graph's points are cut in
 //! blocks ([`tactor::job::Blocks`]): an output other ranks read leaves when it is ready, and
 //! arrives there as a future.
 
 use super::interface::{RunConfig, RunError, System};
 use super::{shared::footprint, shared::run_inputs, team::Pass, timing::passes};
-use std::sync::{Arc, Mutex, OnceLock};
-use tactor::{job::Blocks, Event, Future, Placement};
+use std::sync::{Mutex, OnceLock};
+use tactor::{job::Blocks, Future, Inputs, Placement};
 use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};
 
 /// A future per point; with `barrier`, a wait per timestep.
@@ -42,67 +43,54 @@ impl System for Futures {
             .collect();
         let blocks = exchange.clone().map(|ex| Blocks::new(ex, 0, &sizes));
         let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
-        let workers = cfg.workers;
         // A task runs to its end on one worker: a scratch buffer per graph and worker.
         let scratch: Vec<_> = (app.graphs.iter())
             .flat_map(|g| (0..cfg.workers).map(|_| new_scratch(g.scratch_bytes_per_task)))
             .map(Mutex::new)
             .collect();
-        // What every task reads, behind one count (one atomic per launch where three had
-        // cost the driver a third of its time): the plans, the scratch, and the first wrong
-        // input found — its task fails (its dependents do not run) and keeps why.
-        let shared = Arc::new((plans, scratch, OnceLock::<TaskError>::new()));
-        let (plans, first) = (&shared.0, &shared.2);
-        let check = |e: &Event| {
-            e.wait()
-                .map_err(|why| first.get().cloned().map_or(why.into(), Into::into))
-        };
-        passes(&rt, exchange.as_deref(), || {
-            let mut all = std::collections::VecDeque::new();
-            let mut last: Vec<Vec<Future<Vec<u8>>>> = vec![Vec::new(); plans.len()];
-            for t in 0..steps {
-                let mut now = Vec::new();
-                for (g, plan) in plans.iter().enumerate() {
-                    let mine = blocks.as_ref().map_or(0..sizes[g].0, |b| b.mine(g));
-                    let live = plan.offset(t) as usize..(plan.offset(t) + plan.width(t)) as usize;
-                    let mut next = vec![Future::ready(Vec::new()); sizes[g].0];
-                    for p in mine.filter(|p| live.contains(p)) {
-                        let ins = plan.dep_indices(t, p).map(|d| last[g][d].clone());
-                        let shared = shared.clone();
-                        next[p] = rt.dataflow(Placement::Any, ins, move |ins| {
-                            let (plans, scratch, first) = &*shared;
-                            let mut out = vec![0; plans[g].graph().output_bytes_per_task];
-                            let w = g * workers + tactor::current_worker().expect("on a worker");
-                            let mut s = scratch[w].lock().unwrap_or_else(|p| p.into_inner());
-                            let (ins, p) = (ins.iter(), p as i64);
-                            if let Err(e) = run_inputs(&plans[g], t, p, &mut out, &mut s, ins) {
-                                tactor::fail(first.get_or_init(|| e).to_string());
-                            }
-                            out
-                        });
-                        now.push(next[p].event().clone());
-                    }
-                    last[g] = next;
-                }
-                if let Some(b) = &blocks {
-                    let readers = |g: usize, q| plans[g].rdep_indices(t + 1, q);
-                    let sent = b.send_when_ready(&rt, t, readers, |g, q| last[g][q].clone());
-                    now.extend(sent.iter().map(|f| f.event().clone()));
-                    let reads = |g: usize, q| plans[g].dep_indices(t + 1, q);
-                    b.receive_later(&rt, t, reads, |g, d, f| last[g][d] = f);
-                }
-                if self.barrier {
-                    now.iter().try_for_each(check)?;
-                }
-                all.extend(now);
-                // Let go of what has ended: held to the end of the pass, every value of the
-                // pass would stay in memory.
-                while all.front().is_some_and(Event::has_triggered) {
-                    check(&all.pop_front().expect("looked at"))?;
-                }
+        // A point's task, on its inputs: a wrong one fails it (its dependents do not run),
+        // and the first found is kept.
+        let first = OnceLock::<TaskError>::new();
+        let task = |g: usize, t, p: usize, ins: Inputs<Vec<u8>>| {
+            let mut out = vec![0; plans[g].graph().output_bytes_per_task];
+            let w = g * cfg.workers + tactor::current_worker().expect("on a worker");
+            let mut s = scratch[w].lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = run_inputs(&plans[g], t, p as i64, &mut out, &mut s, ins.iter()) {
+                tactor::fail(first.get_or_init(|| e).to_string());
             }
-            // Not every task has a dependent: look at each left.
-            all.iter().try_for_each(check)
+            out
+        };
+        let task = &task;
+        // With the barrier, a scope per timestep; without, one scope and timesteps overlap.
+        let per_scope = if self.barrier { 1 } else { steps.max(1) };
+        passes(&rt, exchange.as_deref(), || {
+            let mut last: Vec<Vec<Future<Vec<u8>>>> = vec![Vec::new(); plans.len()];
+            for t0 in (0..steps).step_by(per_scope as usize) {
+                rt.scope(|s| {
+                    for t in t0..steps.min(t0 + per_scope) {
+                        for (g, plan) in plans.iter().enumerate() {
+                            let mine = blocks.as_ref().map_or(0..sizes[g].0, |b| b.mine(g));
+                            let live =
+                                plan.offset(t) as usize..(plan.offset(t) + plan.width(t)) as usize;
+                            let mut next = vec![Future::ready(Vec::new()); sizes[g].0];
+                            for p in mine.filter(|p| live.contains(p)) {
+                                let ins = plan.dep_indices(t, p).map(|d| last[g][d].clone());
+                                next[p] =
+                                    s.dataflow(Placement::Any, ins, move |ins| task(g, t, p, ins));
+                            }
+                            last[g] = next;
+                        }
+                        if let Some(b) = &blocks {
+                            let readers = |g: usize, q| plans[g].rdep_indices(t + 1, q);
+                            b.send_when_ready(s, t, readers, |g, q| last[g][q].clone());
+                            let reads = |g: usize, q| plans[g].dep_indices(t + 1, q);
+                            b.receive_later(s, t, reads, |g, d, f| last[g][d] = f);
+                        }
+                    }
+                })
+                .map_err(|why| first.get().cloned().map_or(why.into(), RunError::from))?;
+            }
+            Ok(())
         })
     }
 }
