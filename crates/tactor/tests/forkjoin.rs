@@ -253,6 +253,33 @@ fn for_each_mut_hands_every_item_to_one_call_with_its_index() {
     tactor::for_each_mut(&mut empty, 1, |_, _| panic!("no items"));
 }
 
+/// Slow bodies bunched in one piece of a loop's first cut: the piece splits off its rest once
+/// nothing of its worker's can be stolen, so the other worker, idle after the fast bodies,
+/// takes slow ones too (cut in advance, the piece ran them all on one worker).
+#[test]
+#[cfg_attr(miri, ignore = "timing: a body sleeps while the other worker steals")]
+fn a_loop_evens_out_slow_bodies_bunched_in_one_piece() {
+    let rt = rt(2);
+    let slow = |i: usize| {
+        if i < 8 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    };
+    let on: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(usize::MAX)).collect();
+    let at = |i: usize| on[i].store(tactor::current_worker().expect("a worker"), Relaxed);
+    let workers_of_slow = |on: &[AtomicUsize]| {
+        let mut w: Vec<usize> = on[..8].iter().map(|w| w.load(Relaxed)).collect();
+        w.sort_unstable();
+        w.dedup();
+        w
+    };
+    rt.run(|| tactor::for_each(0..64, 1, |i| (slow(i), at(i)).1));
+    assert_eq!(workers_of_slow(&on), [0, 1], "for_each");
+    let mut items = vec![0u8; 64];
+    rt.run(|| tactor::for_each_mut(&mut items, 1, |i, _| (slow(i), at(i)).1));
+    assert_eq!(workers_of_slow(&on), [0, 1], "for_each_mut");
+}
+
 #[test]
 fn try_for_each_mut_returns_a_failing_items_error_and_runs_each_item_at_most_once() {
     let rt = rt(2);

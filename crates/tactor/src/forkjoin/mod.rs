@@ -20,7 +20,7 @@ mod run;
 
 use crate::runtime;
 use job::StackJob;
-use runtime::job::Pushed;
+use runtime::job::{Owner, Pushed};
 use std::ops::Range;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
@@ -190,12 +190,24 @@ impl Split {
         }
     }
 
-    /// Runs `range`, which may still be split `splits` more times (halving each time).
+    /// Runs `range`, which may still be split `splits` more times (halving each time). A
+    /// piece that is not split any more runs in order, but splits off half of its rest
+    /// whenever its worker has nothing left that others could steal (lazy binary splitting,
+    /// Tzannes et al.): pieces cut in advance cannot even out bodies of uneven cost, and an
+    /// idle worker finds the half at once instead of waiting for the body under way.
     fn run<F: Fn(usize) + Sync>(self, range: Range<usize>, splits: usize, body: &F) {
         let len = range.end.saturating_sub(range.start);
         if !self.splits(len, splits) {
-            range.for_each(body);
-            return;
+            return runtime::job::with_deque(|deque| {
+                let deque = deque.filter(|_| self.workers > 1);
+                for i in range.clone() {
+                    body(i);
+                    if self.splits(range.end - i - 1, 1) && deque.is_some_and(Owner::nothing_public)
+                    {
+                        return self.run(i + 1..range.end, 1, body);
+                    }
+                }
+            });
         }
         let mid = range.start + len / 2;
         let (low, high) = (range.start..mid, mid..range.end);
@@ -214,10 +226,19 @@ impl Split {
         body: &F,
     ) -> Result<(), E> {
         if !self.splits(items.len(), splits) {
-            for (i, x) in items.iter_mut().enumerate() {
-                body(first + i, x)?;
-            }
-            return Ok(());
+            // In order, splitting off half the rest when nothing can be stolen (as `run`).
+            return runtime::job::with_deque(|deque| {
+                let deque = deque.filter(|_| self.workers > 1);
+                let (mut rest, mut at) = (items, first);
+                while let Some((x, tail)) = std::mem::take(&mut rest).split_first_mut() {
+                    body(at, x)?;
+                    (rest, at) = (tail, at + 1);
+                    if self.splits(rest.len(), 1) && deque.is_some_and(Owner::nothing_public) {
+                        return self.run_mut(rest, at, 1, body);
+                    }
+                }
+                Ok(())
+            });
         }
         let mid = items.len() / 2;
         let (low, high) = items.split_at_mut(mid);

@@ -240,6 +240,13 @@ impl Owner {
         JobRef(NonNull::new(job).expect("a slot below bottom holds a job"))
     }
 
+    /// Whether thieves can take nothing from the deque: its public part is empty (private
+    /// jobs become public at the owner's next push).
+    #[inline]
+    pub(crate) fn nothing_public(&self) -> bool {
+        self.public.top.load(Ordering::Relaxed) >= self.split.get()
+    }
+
     /// Whether the deque holds no job.
     pub(crate) fn is_empty(&self) -> bool {
         self.bottom.get() <= self.public.top.load(Ordering::Relaxed)
@@ -271,6 +278,15 @@ pub(crate) fn fork(job: JobRef) -> Result<Pushed, JobRef> {
         }
         Ok(pushed)
     })
+}
+
+/// Runs `f` with the calling worker's deque (`None` off the workers), which a loop looks at
+/// between its bodies: when nothing of it is public, nothing of the worker's work can be
+/// stolen, so the loop splits off half of what it has left (lazy binary splitting), and that
+/// push makes the deque public. Taken once for the loop, not per body.
+#[inline]
+pub(crate) fn with_deque<R>(f: impl FnOnce(Option<&Owner>) -> R) -> R {
+    worker::with_current(|ctx| f(ctx.map(|ctx| &ctx.jobs)))
 }
 
 /// Takes the top of the calling worker's deque (the newest job that nobody stole).
