@@ -109,12 +109,10 @@ pub fn for_each<F>(range: Range<usize>, grain: usize, body: F)
 where
     F: Fn(usize) + Sync,
 {
-    let workers = runtime::current_handle().map_or(1, |h| h.workers());
-    let split = Split {
-        grain: grain.max(1),
-        workers,
-    };
-    split.run(range, workers, &body);
+    // One splitter for both loops: a slice of zero-sized items (no allocation) whose indices
+    // are the range's, offset by its start.
+    let mut units = vec![(); range.len()];
+    for_each_mut(&mut units, grain, |i, ()| body(range.start + i));
 }
 
 /// Calls `body(i, &mut items[i])` for every item, in parallel, split as [`for_each`] splits
@@ -190,34 +188,12 @@ impl Split {
         }
     }
 
-    /// Runs `range`, which may still be split `splits` more times (halving each time). A
-    /// piece that is not split any more runs in order, but splits off half of its rest
-    /// whenever its worker has nothing left that others could steal (lazy binary splitting,
-    /// Tzannes et al.): pieces cut in advance cannot even out bodies of uneven cost, and an
-    /// idle worker finds the half at once instead of waiting for the body under way.
-    fn run<F: Fn(usize) + Sync>(self, range: Range<usize>, splits: usize, body: &F) {
-        let len = range.end.saturating_sub(range.start);
-        if !self.splits(len, splits) {
-            return runtime::job::with_deque(|deque| {
-                let deque = deque.filter(|_| self.workers > 1);
-                for i in range.clone() {
-                    body(i);
-                    if self.splits(range.end - i - 1, 1) && deque.is_some_and(Owner::nothing_public)
-                    {
-                        return self.run(i + 1..range.end, 1, body);
-                    }
-                }
-            });
-        }
-        let mid = range.start + len / 2;
-        let (low, high) = (range.start..mid, mid..range.end);
-        join_told(
-            || self.run(low, self.halve(splits, false), body),
-            |stolen| self.run(high, self.halve(splits, stolen), body),
-        );
-    }
-
-    /// `run` over a slice whose first item has index `first`.
+    /// Runs `items` (the first has index `first`), which may still be split `splits` more
+    /// times (halving each time). A piece that is not split any more runs in order, but splits
+    /// off half of its rest whenever its worker has nothing left that others could steal
+    /// (lazy binary splitting, Tzannes et al.): pieces cut in advance cannot even out bodies
+    /// of uneven cost, and an idle worker finds the half at once instead of waiting for the
+    /// body under way.
     fn run_mut<T: Send, E: Send, F: Fn(usize, &mut T) -> Result<(), E> + Sync>(
         self,
         items: &mut [T],
@@ -226,7 +202,6 @@ impl Split {
         body: &F,
     ) -> Result<(), E> {
         if !self.splits(items.len(), splits) {
-            // In order, splitting off half the rest when nothing can be stolen (as `run`).
             return runtime::job::with_deque(|deque| {
                 let deque = deque.filter(|_| self.workers > 1);
                 let (mut rest, mut at) = (items, first);

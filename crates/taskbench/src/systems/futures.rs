@@ -3,9 +3,9 @@
 //! borrow the plans, and the scope waits for them and reports the first failure); outputs are
 //! values, not buffers, so nothing orders a slot's reuse. `futures-barrier` runs each
 //! timestep in a scope of its own, which waits for it before the next is launched (the seed's
-//! per-step barrier, for its fair comparison); `futures` lets timesteps overlap. On ranks each graph's points are cut in
-//! blocks ([`tactor::job::Blocks`]): an output other ranks read leaves when it is ready, and
-//! arrives there as a future.
+//! per-step barrier, for its fair comparison); `futures` lets timesteps overlap. On ranks
+//! each graph's points are cut in blocks ([`tactor::job::Blocks`]): an output other ranks
+//! read leaves when it is ready, and arrives there as a future.
 
 use super::interface::{RunConfig, RunError, System};
 use super::{shared::footprint, shared::run_inputs, team::Pass, timing::passes};
