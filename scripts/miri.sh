@@ -37,7 +37,7 @@ target=${CARGO_TARGET_DIR:-target}
 group_a() {
   local start=$SECONDS
   cargo +nightly miri test --locked -p tactor --no-default-features --lib --test subgraph --test implicit --test index_launch \
-    --test job
+    --test job --test future
   # The communication layer's own unit tests (in-process transport, queues, rings); its
   # loopback tests run in group B.
   cargo +nightly miri test --locked -p tactor-comm --no-default-features --lib
@@ -68,7 +68,7 @@ b=$!
 ra=0 rb=0
 wait "$a" || ra=$?
 wait "$b" || rb=$?
-echo "== Miri group A (tactor: unit, subgraph, implicit, index_launch, job; tactor-comm: unit): exit $ra"
+echo "== Miri group A (tactor: unit, subgraph, implicit, index_launch, job, future; tactor-comm: unit): exit $ra"
 cat "$logs/a"
 echo "== Miri group B (tactor: api, forkjoin, implicit_outside; taskbench; tactor-comm: loopback): exit $rb"
 cat "$logs/b"

@@ -5,11 +5,13 @@
 //! [`Handle::spawn`] makes a future from a closure, [`Handle::dataflow`] one from the values of
 //! other futures; a [`Promise`] is one set by hand.
 
-use crate::event::{Event, UserEvent};
-use crate::failure::TaskFailed;
-use crate::runtime::{Handle, Placement};
+use crate::event::{Event, EventState, HasState};
+use crate::failure::{Failure, TaskFailed};
+use crate::runtime::{Body, Handle, Placement, TaskNode, Valued};
 use crate::scope::Scope;
 use smallvec::SmallVec;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 
 /// A value that a task will produce: its event, and the value once the event has triggered.
@@ -26,32 +28,93 @@ use std::sync::{Arc, OnceLock};
 /// });
 /// assert_eq!(*sum.get().unwrap(), 42);
 /// ```
-#[derive(Debug)]
 pub struct Future<T> {
+    /// Keeps alive the allocation that holds the value: the producing task's node, or a
+    /// [`ValueCell`].
     event: Event,
-    value: Arc<OnceLock<T>>,
+    /// The value's cell, inside the allocation `event` holds.
+    value: NonNull<OnceLock<T>>,
+    _value: PhantomData<Arc<OnceLock<T>>>,
 }
+
+// SAFETY: a future is an `Event` and shared access to a `OnceLock<T>` it keeps alive, which
+// is `Send` and `Sync` when `T` is both (as `Arc<OnceLock<T>>` is).
+unsafe impl<T: Send + Sync> Send for Future<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Send + Sync> Sync for Future<T> {}
 
 impl<T> Clone for Future<T> {
     fn clone(&self) -> Self {
         Future {
             event: self.event.clone(),
-            value: self.value.clone(),
+            value: self.value,
+            _value: PhantomData,
         }
     }
 }
 
-impl<T> Future<T> {
+impl<T: std::fmt::Debug> std::fmt::Debug for Future<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Future")
+            .field("event", &self.event)
+            .field("value", self.cell())
+            .finish()
+    }
+}
+
+/// The event and the value of a future not made by a task: ready, or set by a [`Promise`].
+struct ValueCell<T> {
+    state: EventState,
+    value: OnceLock<T>,
+}
+
+impl<T: Send + Sync + 'static> HasState for ValueCell<T> {
+    fn state(&self) -> &EventState {
+        &self.state
+    }
+}
+
+impl<T: Send + Sync + 'static> Future<T> {
+    fn of_cell(cell: Arc<ValueCell<T>>) -> Future<T> {
+        let value = NonNull::from(&cell.value);
+        Future {
+            event: Event(cell),
+            value,
+            _value: PhantomData,
+        }
+    }
+
+    /// The future of a task node whose body keeps its result.
+    pub(crate) fn of_task<F: 'static>(node: Arc<TaskNode<Valued<T, F>>>) -> Future<T>
+    where
+        Valued<T, F>: Body,
+    {
+        let value = NonNull::from(node.body().value());
+        Future {
+            event: Event(node),
+            value,
+            _value: PhantomData,
+        }
+    }
+
     /// A future that is already there.
     ///
     /// ```
     /// assert_eq!(*tactor::Future::ready(7).get().unwrap(), 7);
     /// ```
     pub fn ready(value: T) -> Future<T> {
-        Future {
-            event: Event::triggered(),
-            value: Arc::new(OnceLock::from(value)),
-        }
+        Future::of_cell(Arc::new(ValueCell {
+            state: EventState::new_done(Ok(())),
+            value: OnceLock::from(value),
+        }))
+    }
+}
+
+impl<T> Future<T> {
+    fn cell(&self) -> &OnceLock<T> {
+        // SAFETY: the cell lives in the allocation that `self.event` keeps alive, and is only
+        // ever reached through shared references.
+        unsafe { self.value.as_ref() }
     }
 
     /// The event that triggers when the value is there (poisoned if its task failed): a
@@ -66,7 +129,7 @@ impl<T> Future<T> {
     pub fn get(&self) -> Result<&T, TaskFailed> {
         self.event.wait()?;
         Ok(self
-            .value
+            .cell()
             .get()
             .expect("a future's event triggers after its value is set"))
     }
@@ -91,29 +154,26 @@ impl<T> Future<T> {
 /// drop(promise);
 /// assert!(future.get().is_err());
 /// ```
-pub struct Promise<T> {
-    user: UserEvent,
-    value: Arc<OnceLock<T>>,
+pub struct Promise<T: Send + Sync + 'static> {
+    cell: Arc<ValueCell<T>>,
 }
 
-impl<T> std::fmt::Debug for Promise<T> {
+impl<T: Send + Sync + 'static> std::fmt::Debug for Promise<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Promise")
-            .field("set", &self.value.get().is_some())
+            .field("set", &self.cell.value.get().is_some())
             .finish()
     }
 }
 
-impl<T> Promise<T> {
+impl<T: Send + Sync + 'static> Promise<T> {
     /// A promise and the future it fulfils.
     pub fn new() -> (Promise<T>, Future<T>) {
-        let user = UserEvent::new();
-        let value = Arc::new(OnceLock::new());
-        let future = Future {
-            event: user.event(),
-            value: value.clone(),
-        };
-        (Promise { user, value }, future)
+        let cell = Arc::new(ValueCell {
+            state: EventState::new(),
+            value: OnceLock::new(),
+        });
+        (Promise { cell: cell.clone() }, Future::of_cell(cell))
     }
 
     /// Poisons the future with `reason` instead of setting it: its readers and dependents get
@@ -125,14 +185,25 @@ impl<T> Promise<T> {
     /// assert!(future.get().unwrap_err().to_string().contains("the other rank failed"));
     /// ```
     pub fn fail(self, reason: &str) {
-        let _ = self.user.poison(reason);
+        let failure = Failure::Poisoned(reason.to_string());
+        let _ = self.cell.state.trigger(Err(Arc::new(failure)));
     }
 
     /// Sets the value and triggers the future's event.
     pub fn set(self, value: T) {
         // A promise is set once: it is consumed here, so the cell is empty.
-        let _ = self.value.set(value);
-        let _ = self.user.trigger();
+        let _ = self.cell.value.set(value);
+        let _ = self.cell.state.trigger(Ok(()));
+    }
+}
+
+impl<T: Send + Sync + 'static> Drop for Promise<T> {
+    /// Dropped unset, the promise poisons its future.
+    fn drop(&mut self) {
+        if self.cell.state.outcome().is_none() {
+            let failure = Arc::new(Failure::UserEventDropped);
+            let _ = self.cell.state.trigger(Err(failure));
+        }
     }
 }
 
@@ -150,13 +221,9 @@ impl Handle {
         T: Send + Sync + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        let value = Arc::new(OnceLock::new());
-        let slot = value.clone();
         // The task's event triggers after the closure returned: the value is set first.
-        let event = self.launch(placement, preconditions, move || {
-            let _ = slot.set(task());
-        });
-        Future { event, value }
+        let body = Valued::new(task);
+        Future::of_task(self.launch_node(placement, preconditions, body, None, None))
     }
 }
 
@@ -187,9 +254,8 @@ impl Handle {
         U: Send + Sync + 'static,
         F: FnOnce(Inputs<'_, T>) -> U + Send + 'static,
     {
-        let (events, job, value) = dataflow_job(inputs, task);
-        let event = self.launch_job(placement, &events, job, None, None);
-        Future { event, value }
+        let (events, job) = dataflow_job(inputs, task);
+        Future::of_task(self.launch_node(placement, &events, Valued::new(job), None, None))
     }
 }
 
@@ -223,37 +289,25 @@ impl<'scope> Scope<'scope> {
         U: Send + Sync + 'static,
         F: FnOnce(Inputs<'_, T>) -> U + Send + 'scope,
     {
-        let (events, job, value) = dataflow_job(inputs, task);
-        let event = self.launch_inner(placement, &events, move |_| job(), None);
-        Future { event, value }
+        let (events, job) = dataflow_job(inputs, task);
+        self.launch_valued(placement, &events, job)
     }
 }
 
-/// A dataflow task's preconditions (its inputs' events), its body (which owns the inputs and
-/// sets the value) and the cell of its value.
-#[allow(clippy::type_complexity)]
+/// A dataflow task's preconditions (its inputs' events) and its body, which owns the inputs.
 fn dataflow_job<'a, T, U>(
     inputs: impl IntoIterator<Item = Future<T>>,
     task: impl FnOnce(Inputs<'_, T>) -> U + Send + 'a,
-) -> (
-    SmallVec<[Event; 8]>,
-    impl FnOnce() + Send + 'a,
-    Arc<OnceLock<U>>,
-)
+) -> (SmallVec<[Event; 8]>, impl FnOnce() -> U + Send + 'a)
 where
     T: Send + Sync + 'static,
     U: Send + Sync + 'static,
 {
     // Up to 4 inputs travel inside the task's own allocation.
     let inputs: SmallVec<[Future<T>; 4]> = inputs.into_iter().collect();
-    let value = Arc::new(OnceLock::new());
-    let slot = value.clone();
     // Copies of the events, on the stack for up to 8 inputs: the task owns the inputs.
     let events = inputs.iter().map(|f| f.event.clone()).collect();
-    let job = move || {
-        let _ = slot.set(task(Inputs(&inputs)));
-    };
-    (events, job, value)
+    (events, move || task(Inputs(&inputs)))
 }
 
 /// The values of a [`Handle::dataflow`] task's inputs, every one there, in the order given.
@@ -292,6 +346,6 @@ impl<'a, T> Inputs<'a, T> {
     }
 
     fn value(f: &'a Future<T>) -> &'a T {
-        (f.value.get()).expect("a task runs after its preconditions, which set their values")
+        (f.cell().get()).expect("a task runs after its preconditions, which set their values")
     }
 }

@@ -2,7 +2,8 @@
 
 use crate::event::Event;
 use crate::failure::{Failure, TaskFailed};
-use crate::runtime::{Finish, Handle, Placement};
+use crate::future::Future;
+use crate::runtime::{Finish, Group, Handle, Placement, Valued};
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -32,10 +33,18 @@ impl Finish for ScopeState {
         lock(&self.failure).get_or_insert_with(|| failure.clone());
     }
 
-    /// One task of the scope (or the body) finished.
-    fn task_done(&self) {
-        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _ = self.done.trigger();
+    /// One task of the scope (or the body) finished. Tasks hold the state by a plain pointer
+    /// (`Group`): after the decrement a caller other than the last must not touch the state,
+    /// which the scope may free as soon as the last has triggered `done`.
+    unsafe fn task_done(this: *const Self) {
+        // SAFETY: `this` is live (the contract); only the counter is borrowed across the
+        // decrement, as `Arc`'s own drop does.
+        let pending = unsafe { &(*this).pending };
+        if pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // SAFETY: the last: the scope's thread waits for `done`, which nobody else
+            // triggers, so the state lives on; trigger through a handle of our own.
+            let done = unsafe { (*this).done.clone() };
+            let _ = done.trigger();
         }
     }
 }
@@ -96,13 +105,37 @@ impl<'scope> Scope<'scope> {
         // event launched in the scope triggered, so nothing the closure borrows for `'scope`
         // is used after `'scope` ends.
         let job: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
-        self.handle.launch_job(
+        // SAFETY: `Handle::scope` keeps `state` until `pending` reached zero, which every
+        // task launched here brings down once, in its last use of the state (`Group::new`).
+        let group = unsafe { Group::new::<ScopeState>(&self.state) };
+        self.handle
+            .launch_job(placement, preconditions, job, Some(group), name)
+    }
+
+    /// Launches `task` in the scope and returns the future of its result, which the task's
+    /// node keeps (no allocation of its own).
+    #[track_caller]
+    pub(crate) fn launch_valued<U: Send + Sync + 'static>(
+        &self,
+        placement: Placement,
+        preconditions: &[Event],
+        task: impl FnOnce() -> U + Send + 'scope,
+    ) -> Future<U> {
+        self.state.pending.fetch_add(1, Ordering::Relaxed);
+        let job: Box<dyn FnOnce() -> U + Send + 'scope> = Box::new(task);
+        // SAFETY: as in `launch_inner`: the node drops or consumes the closure before its
+        // event triggers, and the scope outlives every event launched in it.
+        let job: Box<dyn FnOnce() -> U + Send + 'static> = unsafe { std::mem::transmute(job) };
+        // SAFETY: as in `launch_inner`.
+        let group = unsafe { Group::new::<ScopeState>(&self.state) };
+        let body = Valued::new(job);
+        Future::of_task((self.handle).launch_node(
             placement,
             preconditions,
-            job,
-            Some(self.state.clone()),
-            name,
-        )
+            body,
+            Some(group),
+            None,
+        ))
     }
 
     /// The runtime's handle.
@@ -145,7 +178,8 @@ impl Handle {
         };
         let result = catch_unwind(AssertUnwindSafe(|| body(&scope)));
         let done = state.done.event();
-        state.task_done();
+        // SAFETY: `state` is live, and this thread borrows nothing of it across the call.
+        unsafe { ScopeState::task_done(Arc::as_ptr(&state)) };
         // Cannot fail: `done` is only ever triggered, never poisoned, while `state` holds it.
         let _ = done.wait();
         match result {

@@ -10,17 +10,23 @@ use common::rt;
 
 #[test]
 fn a_chain_of_futures_carries_each_value_to_the_next() {
-    for workers in [1, 2, 3] {
+    // Under Miri (which checks the futures' unsafe code) smaller.
+    let (workers, n): (&[usize], u64) = if cfg!(miri) {
+        (&[2], 20)
+    } else {
+        (&[1, 2, 3], 200)
+    };
+    for &workers in workers {
         let rt = rt(workers);
         let mut f = Future::ready(0u64);
-        for i in 1..=200u64 {
+        for i in 1..=n {
             let prev = f.clone();
             f = rt.spawn(Placement::Any, &[prev.event().clone()], move || {
                 // The precondition has triggered: the value is there without waiting.
                 prev.try_get().expect("ready").unwrap() + i
             });
         }
-        assert_eq!(*f.get().unwrap(), 200 * 201 / 2);
+        assert_eq!(*f.get().unwrap(), n * (n + 1) / 2);
     }
 }
 
@@ -70,9 +76,9 @@ fn a_promise_dropped_unset_poisons_its_future() {
 
 #[test]
 fn many_readers_of_one_future_see_the_same_value() {
-    let rt = rt(3);
+    let rt = rt(if cfg!(miri) { 2 } else { 3 });
     let (promise, future) = Promise::<Vec<u8>>::new();
-    let readers: Vec<_> = (0..64)
+    let readers: Vec<_> = (0..if cfg!(miri) { 8 } else { 64 })
         .map(|i| {
             let f = future.clone();
             rt.spawn(Placement::Any, &[], move || f.get().unwrap().len() + i)
@@ -92,8 +98,13 @@ fn dataflow_tasks_see_every_input_in_order_and_run_once() {
     use rand::{rngs::StdRng, Rng, SeedableRng};
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     use std::sync::Arc;
-    let n = if cfg!(miri) { 40 } else { 3000 };
-    for (seed, workers) in [(1, 1), (2, 2), (3, 3)] {
+    let n = if cfg!(miri) { 30 } else { 3000 };
+    let runs: &[(u64, usize)] = if cfg!(miri) {
+        &[(2, 2)]
+    } else {
+        &[(1, 1), (2, 2), (3, 3)]
+    };
+    for &(seed, workers) in runs {
         let rt = rt(workers);
         let mut rng = StdRng::seed_from_u64(seed);
         let ran = Arc::new(AtomicUsize::new(0));
@@ -139,4 +150,52 @@ fn a_failed_input_poisons_a_dataflow_task_which_does_not_run() {
     // Its own dependents are poisoned too, without running.
     let later = rt.dataflow(Placement::Any, vec![after], |_| -> u32 { panic!("ran") });
     assert!(later.get().is_err());
+}
+
+/// Counts its drops: a future's value lives in its task's node (or its promise's cell) and
+/// is dropped once, with the last future, event or task that holds that allocation.
+struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>, u32);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn every_value_is_dropped_once_with_the_last_holder_of_its_future() {
+    use std::sync::{atomic::AtomicUsize, atomic::Ordering::SeqCst, Arc};
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let made = {
+        let rt = rt(2);
+        let d = dropped.clone();
+        let spawned = rt.spawn(Placement::Any, &[], move || Counted(d, 1));
+        let ready = Future::ready(Counted(dropped.clone(), 2));
+        let (promise, set) = Promise::new();
+        promise.set(Counted(dropped.clone(), 3));
+        let (unset, poisoned) = Promise::<Counted>::new();
+        drop(unset);
+        let d = dropped.clone();
+        let mut sums = Vec::new();
+        rt.scope(|s| {
+            let ins = [spawned.clone(), ready.clone(), set.clone()];
+            sums.push(s.dataflow(Placement::Any, ins, move |ins| {
+                Counted(d, ins.iter().map(|c| c.1).sum())
+            }));
+            // Its input failed: the task does not run and makes no value.
+            let d = dropped.clone();
+            let never = s.dataflow(Placement::Any, [poisoned.clone()], move |_| Counted(d, 0));
+            sums.push(never);
+        })
+        .unwrap_err();
+        assert_eq!(sums[0].get().unwrap().1, 6);
+        assert!(sums[1].get().is_err());
+        // Values still held are not dropped; an event alone keeps its value alive too.
+        let event = spawned.event().clone();
+        drop(spawned);
+        assert_eq!(dropped.load(SeqCst), 0);
+        drop(event);
+        4
+    };
+    assert_eq!(dropped.load(SeqCst), made);
 }

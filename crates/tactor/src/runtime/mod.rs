@@ -46,8 +46,7 @@ fn sources_for(
     sources
 }
 use std::time::Duration;
-pub(crate) use task::Finish;
-use task::TaskNode;
+pub(crate) use task::{Body, Finish, Group, Once, TaskNode, Valued};
 use worker::Task;
 
 /// State shared by the workers and every handle.
@@ -488,9 +487,23 @@ impl Handle {
         placement: Placement,
         preconditions: impl IntoIterator<Item = &'p Event>,
         job: impl FnOnce() + Send + 'static,
-        scope: Option<Arc<dyn Finish>>,
+        scope: Option<Group>,
         name: Option<String>,
     ) -> Event {
+        (self.launch_node(placement, preconditions, Once::new(job), scope, name)).event()
+    }
+
+    /// Launches a task with body `job` and returns its node (its event, and a [`Valued`]
+    /// body's result).
+    #[track_caller]
+    pub(crate) fn launch_node<'p, J: Body + 'static>(
+        &self,
+        placement: Placement,
+        preconditions: impl IntoIterator<Item = &'p Event>,
+        job: J,
+        scope: Option<Group>,
+        name: Option<String>,
+    ) -> Arc<TaskNode<J>> {
         if let Placement::Worker(w) = placement {
             assert!(
                 w < self.workers(),
@@ -516,10 +529,9 @@ impl Handle {
             name,
             Location::caller(),
         ));
-        let event = node.event();
         node.wait_for(&wait);
-        node.arrive(&Ok(()));
-        event
+        node.clone().arrive(&Ok(()));
+        node
     }
 }
 

@@ -6,7 +6,8 @@ use crate::event::{Event, EventState, HasState, Notify, WaitLink};
 use crate::failure::{cause_of, Cause, Failure, TaskLabel};
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
-use std::sync::Arc;
+use std::ptr::NonNull;
+use std::sync::{Arc, OnceLock};
 
 /// Where a task runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub(crate) struct TaskNode<J: ?Sized = dyn Body> {
     /// The task's completion event.
     state: EventState,
     /// Told when the task has finished (the scope it was launched in).
-    scope: Option<Arc<dyn Finish>>,
+    scope: Option<Group>,
     pub(crate) placement: Placement,
     name: Option<String>,
     launched_at: &'static Location<'static>,
@@ -45,12 +46,71 @@ const LINKS: usize = 3;
 
 /// What a task tells the group it was launched in (a scope) when it has finished. The task
 /// layer owns this trait; the scope implements it.
-pub(crate) trait Finish: Send + Sync {
+pub(crate) trait Finish: Send + Sync + 'static {
     /// A task of the group failed: told before its event triggers, so that the group sees
     /// the failure before those of the dependents it poisons.
     fn task_failed(&self, failure: &Arc<Failure>);
+
     /// One task of the group finished (after its event triggered).
-    fn task_done(&self);
+    ///
+    /// # Safety
+    /// `this` points to the live group. Once this call's own count is in, another thread
+    /// may free the group: an implementation borrows only the counter across that step (a
+    /// reference to the whole group, live while it is freed, would be undefined behaviour).
+    unsafe fn task_done(this: *const Self);
+}
+
+/// The group a task was launched in, borrowed rather than counted: a launch and a finish then
+/// touch only the group's own counter, not a reference count beside it (on two workers the
+/// launching one and the finishing one pass that cache line back and forth once per task).
+#[derive(Clone, Copy)]
+pub(crate) struct Group {
+    this: NonNull<()>,
+    failed: unsafe fn(NonNull<()>, &Arc<Failure>),
+    done: unsafe fn(NonNull<()>),
+}
+
+// SAFETY: the group is `Finish`, so `Send + Sync`, and is reached only through its methods.
+unsafe impl Send for Group {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Group {}
+
+impl Group {
+    /// # Safety
+    /// `group` must stay alive until every task launched with the returned `Group` has
+    /// made its call of [`Finish::task_done`] (a scope waits for its counter, which those
+    /// calls bring to zero, before it frees its state).
+    pub(crate) unsafe fn new<G: Finish>(group: &G) -> Group {
+        /// # Safety
+        /// `p` is the live `G` given to `new`.
+        unsafe fn failed<G: Finish>(p: NonNull<()>, failure: &Arc<Failure>) {
+            // SAFETY: the caller's contract; no task has finished, so the group lives.
+            unsafe { p.cast::<G>().as_ref() }.task_failed(failure)
+        }
+        /// # Safety
+        /// As for `failed`.
+        unsafe fn done<G: Finish>(p: NonNull<()>) {
+            // SAFETY: the caller's contract.
+            unsafe { G::task_done(p.cast::<G>().as_ptr()) }
+        }
+        Group {
+            this: NonNull::from(group).cast(),
+            failed: failed::<G>,
+            done: done::<G>,
+        }
+    }
+
+    fn task_failed(&self, failure: &Arc<Failure>) {
+        // SAFETY: by `new`'s contract the group lives until its tasks' `task_done`, and a
+        // node tells a failure before that.
+        unsafe { (self.failed)(self.this, failure) }
+    }
+
+    /// The node's last use of the group.
+    fn task_done(&self) {
+        // SAFETY: as in `task_failed`; a node calls this once, in `finish`.
+        unsafe { (self.done)(self.this) }
+    }
 }
 
 /// A task's closure inside its node, taken at most once: called, or dropped unrun.
@@ -78,10 +138,25 @@ pub(crate) struct Once<F>(UnsafeCell<Option<F>>);
 // it is out of every queue. The closure itself is `Send`.
 unsafe impl<F: Send> Sync for Once<F> {}
 
+impl<F> Once<F> {
+    pub(crate) fn new(f: F) -> Once<F> {
+        Once(UnsafeCell::new(Some(f)))
+    }
+
+    /// The closure, if still there.
+    ///
+    /// # Safety
+    /// As for [`Body::call`].
+    unsafe fn take(&self) -> Option<F> {
+        // SAFETY: by the contract, this thread alone reaches the cell now.
+        unsafe { (*self.0.get()).take() }
+    }
+}
+
 impl<F: FnOnce() + Send> Body for Once<F> {
     unsafe fn call(&self) -> bool {
-        // SAFETY: by the contract, this thread alone reaches the cell now.
-        match unsafe { (*self.0.get()).take() } {
+        // SAFETY: the contract is `take`'s.
+        match unsafe { self.take() } {
             Some(f) => {
                 f();
                 true
@@ -92,17 +167,58 @@ impl<F: FnOnce() + Send> Body for Once<F> {
 
     unsafe fn discard(&self) {
         // SAFETY: as in `call`.
-        drop_quietly(unsafe { (*self.0.get()).take() });
+        drop_quietly(unsafe { self.take() });
     }
 }
 
-impl<F: FnOnce() + Send + 'static> TaskNode<Once<F>> {
+/// A task body that keeps what its closure returned: the value of a
+/// [`Future`](crate::Future), in the task's own node (one allocation for the task, its event
+/// and its value; a future is then one counted reference).
+pub(crate) struct Valued<U, F> {
+    value: OnceLock<U>,
+    job: Once<F>,
+}
+
+impl<U, F> Valued<U, F> {
+    pub(crate) fn new(f: F) -> Valued<U, F> {
+        Valued {
+            value: OnceLock::new(),
+            job: Once::new(f),
+        }
+    }
+
+    /// The value: set before the node's event triggers.
+    pub(crate) fn value(&self) -> &OnceLock<U> {
+        &self.value
+    }
+}
+
+impl<U: Send + Sync, F: FnOnce() -> U + Send> Body for Valued<U, F> {
+    unsafe fn call(&self) -> bool {
+        // SAFETY: the contract is `take`'s.
+        match unsafe { self.job.take() } {
+            Some(f) => {
+                // The node runs once: the cell is empty.
+                let _ = self.value.set(f());
+                true
+            }
+            None => false,
+        }
+    }
+
+    unsafe fn discard(&self) {
+        // SAFETY: as in `call`.
+        drop_quietly(unsafe { self.job.take() });
+    }
+}
+
+impl<J: Body + 'static> TaskNode<J> {
     pub(crate) fn new(
         shared: Arc<Shared>,
         placement: Placement,
         preconditions: usize,
-        job: F,
-        scope: Option<Arc<dyn Finish>>,
+        job: J,
+        scope: Option<Group>,
         name: Option<String>,
         launched_at: &'static Location<'static>,
     ) -> Self {
@@ -115,8 +231,13 @@ impl<F: FnOnce() + Send + 'static> TaskNode<Once<F>> {
             launched_at,
             shared,
             links: [const { WaitLink::new() }; LINKS],
-            job: Once(UnsafeCell::new(Some(job))),
+            job,
         }
+    }
+
+    /// The task's body (a [`Valued`] one holds the task's result).
+    pub(crate) fn body(&self) -> &J {
+        &self.job
     }
 
     /// The task's completion event.
@@ -154,6 +275,7 @@ impl<J: Body + ?Sized> TaskNode<J> {
             scope.task_failed(failure);
         }
         let _ = self.state.trigger(outcome);
+        // The last use of the group: it may be freed once this returns.
         if let Some(scope) = &self.scope {
             scope.task_done();
         }
@@ -214,7 +336,7 @@ impl<J: Body + ?Sized + 'static> HasState for TaskNode<J> {
     }
 }
 
-impl<F: FnOnce() + Send + 'static> Notify for TaskNode<Once<F>> {
+impl<J: Body + 'static> Notify for TaskNode<J> {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
         self.arrive(outcome);
     }
