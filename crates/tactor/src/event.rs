@@ -261,7 +261,7 @@ impl Drop for EventState {
 
 /// Anything that owns an event's state: a plain event, a merge, or a task node, which embeds
 /// its completion event so that a launch allocates once.
-pub(crate) trait HasState: Send + Sync + 'static {
+pub(crate) trait HasState: Send + Sync {
     fn state(&self) -> &EventState;
 }
 

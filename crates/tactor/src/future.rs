@@ -85,13 +85,13 @@ impl<T: Send + Sync + 'static> Future<T> {
     }
 
     /// The future of a task node whose body keeps its result.
-    pub(crate) fn of_task<F: 'static>(node: Arc<TaskNode<Valued<T, F>>>) -> Future<T>
+    pub(crate) fn of_task<F>(node: Arc<TaskNode<Valued<T, F>>>) -> Future<T>
     where
         Valued<T, F>: Body,
     {
         let value = NonNull::from(node.body().value());
         Future {
-            event: Event(node),
+            event: node.event(),
             value,
             _value: PhantomData,
         }

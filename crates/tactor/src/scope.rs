@@ -3,7 +3,7 @@
 use crate::event::Event;
 use crate::failure::{Failure, TaskFailed};
 use crate::future::Future;
-use crate::runtime::{Finish, Group, Handle, Placement, Valued};
+use crate::runtime::{Finish, Group, Handle, Once, Placement, Valued};
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -95,21 +95,27 @@ impl<'scope> Scope<'scope> {
     {
         self.state.pending.fetch_add(1, Ordering::Relaxed);
         let me = ScopePtr(self);
-        let job: Box<dyn FnOnce() + Send + 'scope> = Box::new(move || {
+        let job = move || {
             let me = me;
             // SAFETY: see `ScopePtr`: the scope is alive while any of its tasks is.
             task(unsafe { &*me.0 })
-        });
-        // SAFETY: the runtime consumes or drops the closure before it triggers the task's
-        // event (`TaskNode::run`/`abandon`), and `Handle::scope` returns only after every
-        // event launched in the scope triggered, so nothing the closure borrows for `'scope`
-        // is used after `'scope` ends.
-        let job: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
+        };
         // SAFETY: `Handle::scope` keeps `state` until `pending` reached zero, which every
         // task launched here brings down once, in its last use of the state (`Group::new`).
         let group = unsafe { Group::new::<ScopeState>(&self.state) };
-        self.handle
-            .launch_job(placement, preconditions, job, Some(group), name)
+        // SAFETY: the closure may borrow for `'scope`, and `Handle::scope` returns only after
+        // every event launched in the scope triggered, after the closure was consumed or
+        // dropped.
+        let node = unsafe {
+            (self.handle).launch_node_unbounded(
+                placement,
+                preconditions,
+                Once::new(job),
+                Some(group),
+                name,
+            )
+        };
+        node.event()
     }
 
     /// Launches `task` in the scope and returns the future of its result, which the task's
@@ -122,20 +128,14 @@ impl<'scope> Scope<'scope> {
         task: impl FnOnce() -> U + Send + 'scope,
     ) -> Future<U> {
         self.state.pending.fetch_add(1, Ordering::Relaxed);
-        let job: Box<dyn FnOnce() -> U + Send + 'scope> = Box::new(task);
-        // SAFETY: as in `launch_inner`: the node drops or consumes the closure before its
-        // event triggers, and the scope outlives every event launched in it.
-        let job: Box<dyn FnOnce() -> U + Send + 'static> = unsafe { std::mem::transmute(job) };
         // SAFETY: as in `launch_inner`.
         let group = unsafe { Group::new::<ScopeState>(&self.state) };
-        let body = Valued::new(job);
-        Future::of_task((self.handle).launch_node(
-            placement,
-            preconditions,
-            body,
-            Some(group),
-            None,
-        ))
+        let body = Valued::new(task);
+        // SAFETY: as in `launch_inner`.
+        let node = unsafe {
+            (self.handle).launch_node_unbounded(placement, preconditions, body, Some(group), None)
+        };
+        Future::of_task(node)
     }
 
     /// The runtime's handle.

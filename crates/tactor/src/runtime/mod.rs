@@ -504,6 +504,24 @@ impl Handle {
         scope: Option<Group>,
         name: Option<String>,
     ) -> Arc<TaskNode<J>> {
+        // SAFETY: a `'static` body borrows nothing.
+        unsafe { self.launch_node_unbounded(placement, preconditions, job, scope, name) }
+    }
+
+    /// [`launch_node`](Self::launch_node) with a body that may borrow: a scope's task, its
+    /// closure inside the node instead of boxed.
+    ///
+    /// # Safety
+    /// As for `TaskNode::new_unbounded`: what `job` borrows outlives the task's event.
+    #[track_caller]
+    pub(crate) unsafe fn launch_node_unbounded<'p, J: Body>(
+        &self,
+        placement: Placement,
+        preconditions: impl IntoIterator<Item = &'p Event>,
+        job: J,
+        scope: Option<Group>,
+        name: Option<String>,
+    ) -> Arc<TaskNode<J>> {
         if let Placement::Worker(w) = placement {
             assert!(
                 w < self.workers(),
@@ -520,7 +538,7 @@ impl Handle {
                 wait.push(e);
             }
         }
-        let node = Arc::new(TaskNode::new(
+        let args = (
             self.shared.clone(),
             placement,
             wait.len(),
@@ -528,7 +546,9 @@ impl Handle {
             scope,
             name,
             Location::caller(),
-        ));
+        );
+        // SAFETY: the caller's contract.
+        let node = Arc::new(unsafe { TaskNode::new_unbounded(args) });
         node.wait_for(&wait);
         node.clone().arrive(&Ok(()));
         node

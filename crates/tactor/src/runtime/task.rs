@@ -212,16 +212,52 @@ impl<U: Send + Sync, F: FnOnce() -> U + Send> Body for Valued<U, F> {
     }
 }
 
-impl<J: Body + 'static> TaskNode<J> {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        placement: Placement,
-        preconditions: usize,
-        job: J,
-        scope: Option<Group>,
-        name: Option<String>,
-        launched_at: &'static Location<'static>,
-    ) -> Self {
+/// A node's arguments: the runtime, where it runs, how many preconditions it waits for, its
+/// body, its scope, its name and where it was launched.
+pub(crate) type NodeArgs<J> = (
+    Arc<Shared>,
+    Placement,
+    usize,
+    J,
+    Option<Group>,
+    Option<String>,
+    &'static Location<'static>,
+);
+
+/// The node as the queues hold it. Also the one way, with [`notify_of`] and [`event_of`], that
+/// a node whose body borrows (`J` not `'static`, a scope's task) becomes a `'static` object.
+/// This is sound because of what `new_unbounded` asks: what the body borrows lives until the
+/// body is consumed or dropped, which happens before the node's event triggers; from then on
+/// the node holds no borrow (its closure cell is empty), whoever still holds it.
+fn task_of<'a, J: Body + 'a>(node: Arc<TaskNode<J>>) -> Arc<TaskNode> {
+    let node: Arc<TaskNode<dyn Body + 'a>> = node;
+    // SAFETY: see above; the two are the same pointer, differing only in the lifetime bound.
+    unsafe { std::mem::transmute::<Arc<TaskNode<dyn Body + 'a>>, Arc<TaskNode>>(node) }
+}
+
+/// The node as a subscriber of an event; see [`task_of`].
+fn notify_of<'a, J: Body + 'a>(node: Arc<TaskNode<J>>) -> Arc<dyn Notify> {
+    let node: Arc<dyn Notify + 'a> = node;
+    // SAFETY: see `task_of`.
+    unsafe { std::mem::transmute::<Arc<dyn Notify + 'a>, Arc<dyn Notify>>(node) }
+}
+
+/// The node's completion event; see [`task_of`].
+fn event_of<'a, J: Body + 'a>(node: Arc<TaskNode<J>>) -> Event {
+    let node: Arc<dyn HasState + 'a> = node;
+    // SAFETY: see `task_of`.
+    Event(unsafe { std::mem::transmute::<Arc<dyn HasState + 'a>, Arc<dyn HasState>>(node) })
+}
+
+impl<J: Body> TaskNode<J> {
+    /// A node whose body may borrow.
+    ///
+    /// # Safety
+    /// What the body borrows must outlive the body: until the runtime consumes it (the task
+    /// ran) or drops it (abandoned, cancelled), which happens before the node's event
+    /// triggers (a scope waits for its tasks' events before it returns).
+    pub(crate) unsafe fn new_unbounded(args: NodeArgs<J>) -> Self {
+        let (shared, placement, preconditions, job, scope, name, launched_at) = args;
         TaskNode {
             count: Countdown::new(preconditions + 1),
             state: EventState::new(),
@@ -242,7 +278,7 @@ impl<J: Body + 'static> TaskNode<J> {
 
     /// The task's completion event.
     pub(crate) fn event(self: &Arc<Self>) -> Event {
-        Event(self.clone())
+        event_of(self.clone())
     }
 
     /// Subscribes to each of `preconditions` (pending, each once), the first few through the
@@ -252,8 +288,8 @@ impl<J: Body + 'static> TaskNode<J> {
             match self.links.get(i) {
                 // SAFETY: link `i` is subscribed once, here (a node is launched once), and
                 // it lives in the node that the subscription's `Arc` keeps alive.
-                Some(link) => unsafe { e.state().subscribe_in(link, self.clone()) },
-                None => e.state().subscribe(self.clone()),
+                Some(link) => unsafe { e.state().subscribe_in(link, notify_of(self.clone())) },
+                None => e.state().subscribe(notify_of(self.clone())),
             }
         }
     }
@@ -262,7 +298,7 @@ impl<J: Body + 'static> TaskNode<J> {
     pub(crate) fn arrive(self: Arc<Self>, outcome: &Outcome) {
         match self.count.arrive(outcome) {
             None => {}
-            Some(Ok(())) => super::schedule(self),
+            Some(Ok(())) => super::schedule(task_of(self)),
             Some(Err(f)) => self.abandon(f),
         }
     }
@@ -330,13 +366,13 @@ impl<J: Body + ?Sized> TaskNode<J> {
     }
 }
 
-impl<J: Body + ?Sized + 'static> HasState for TaskNode<J> {
+impl<J: Body + ?Sized> HasState for TaskNode<J> {
     fn state(&self) -> &EventState {
         &self.state
     }
 }
 
-impl<J: Body + 'static> Notify for TaskNode<J> {
+impl<J: Body> Notify for TaskNode<J> {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
         self.arrive(outcome);
     }
