@@ -9,13 +9,14 @@
 //! fork-join jobs' split deque is ours, and is modelled: every job taken exactly once.
 
 use crate::countdown::{Countdown, Outcome};
-use crate::event::{Event, EventState, Notify, WaitLink};
+use crate::event::{Event, EventState, Held, Notify, WaitLink};
 use crate::failure::Failure;
 use crate::runtime::idle::Idle;
 use crate::runtime::job::{self, Header, JobRef};
 use crate::sync::{self, lock, AtomicUsize, Mutex, Ordering};
 use loom::thread;
 use std::collections::VecDeque;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 struct Counter(AtomicUsize, Mutex<Option<bool>>);
@@ -48,16 +49,18 @@ fn loom_subscribe_racing_trigger_notifies_exactly_once() {
     });
 }
 
-/// Something notified through links embedded in itself, as a task node is.
+/// Something told by pointer through links embedded in itself, as a task node is.
 struct Linked {
     links: [WaitLink; 2],
     told: AtomicUsize,
 }
 
-impl Notify for Linked {
-    fn notify(self: Arc<Self>, _: &Outcome) {
-        self.told.fetch_add(1, Ordering::SeqCst);
-    }
+/// # Safety
+/// `this` is a live `Linked`.
+unsafe fn tell_linked(this: NonNull<()>, _: &Outcome) {
+    // SAFETY: the contract.
+    let me = unsafe { this.cast::<Linked>().as_ref() };
+    me.told.fetch_add(1, Ordering::SeqCst);
 }
 
 fn linked() -> Arc<Linked> {
@@ -67,40 +70,97 @@ fn linked() -> Arc<Linked> {
     })
 }
 
+/// `me` told by pointer; the test's own `Arc` keeps it alive throughout.
+fn held(me: &Arc<Linked>) -> Held {
+    // SAFETY: `me` outlives the model's threads, and telling it is an atomic increment.
+    unsafe { Held::new(NonNull::from(&**me).cast(), tell_linked) }
+}
+
 #[test]
-fn loom_embedded_links_racing_triggers_are_each_told_once_and_freed() {
+fn loom_embedded_links_racing_triggers_are_each_told_once() {
     loom::model(|| {
         let (a, b) = (Arc::new(EventState::new()), Arc::new(EventState::new()));
         let me = linked();
         let (a2, b2) = (a.clone(), b.clone());
         let ta = thread::spawn(move || a2.trigger(Ok(())).unwrap());
         let tb = thread::spawn(move || b2.trigger(Ok(())).unwrap());
-        // SAFETY: each link is subscribed once, and lives in `me`, which the Arc keeps.
+        // SAFETY: each link is subscribed once, and lives in `me`, which the test keeps.
         unsafe {
-            a.subscribe_in(&me.links[0], me.clone());
-            b.subscribe_in(&me.links[1], me.clone());
+            a.subscribe_in_held(&me.links[0], held(&me));
+            b.subscribe_in_held(&me.links[1], held(&me));
         }
         ta.join().unwrap();
         tb.join().unwrap();
         assert_eq!(me.told.load(Ordering::SeqCst), 2);
-        // Every reference a link held was handed on and dropped: none is left in a list.
-        assert_eq!(Arc::strong_count(&me), 1);
     });
 }
 
 #[test]
-fn loom_an_event_dropped_untriggered_releases_the_links_it_holds() {
+fn loom_an_event_dropped_untriggered_tells_no_one() {
     loom::model(|| {
         let e = Arc::new(EventState::new());
         let me = linked();
         // SAFETY: as above.
-        unsafe { e.subscribe_in(&me.links[0], me.clone()) };
+        unsafe { e.subscribe_in_held(&me.links[0], held(&me)) };
         let e2 = e.clone();
         let t = thread::spawn(move || drop(e2));
         drop(e);
         t.join().unwrap();
         assert_eq!(me.told.load(Ordering::SeqCst), 0);
-        assert_eq!(Arc::strong_count(&me), 1);
+    });
+}
+
+/// A task node's launch (`TaskNode::start`): one count of the node held for its launch token
+/// and every precondition, taken by the last arrival, which runs it once.
+struct Node {
+    links: [WaitLink; 2],
+    count: Countdown,
+    ran: AtomicUsize,
+}
+
+/// # Safety
+/// As for `task::arrive_held`: one of the arrivals the held count stands for.
+unsafe fn node_arrive(this: NonNull<()>, outcome: &Outcome) {
+    let node = this.cast::<Node>().as_ptr().cast_const();
+    // SAFETY: alive until the last arrival; only the countdown is borrowed across it.
+    if let Some(ready) = unsafe { &(*node).count }.arrive(outcome) {
+        // SAFETY: the last arrival owns the held count.
+        let node = unsafe { Arc::from_raw(node) };
+        if ready.is_ok() {
+            node.ran.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn loom_the_last_arrival_takes_the_held_count_and_runs_the_node_once() {
+    loom::model(|| {
+        let (a, b) = (Arc::new(EventState::new()), Arc::new(EventState::new()));
+        let node = Arc::new(Node {
+            links: [WaitLink::new(), WaitLink::new()],
+            count: Countdown::new(3),
+            ran: AtomicUsize::new(0),
+        });
+        let witness = node.clone();
+        let (a2, b2) = (a.clone(), b.clone());
+        let ta = thread::spawn(move || a2.trigger(Ok(())).unwrap());
+        let tb = thread::spawn(move || b2.trigger(Ok(())).unwrap());
+        let this = NonNull::new(Arc::into_raw(node).cast_mut())
+            .unwrap()
+            .cast::<()>();
+        // SAFETY: the held count keeps the node until its last arrival, one of the three.
+        unsafe {
+            let target = Held::new(this, node_arrive);
+            let links = &this.cast::<Node>().as_ref().links;
+            a.subscribe_in_held(&links[0], target);
+            b.subscribe_in_held(&links[1], target);
+            node_arrive(this, &Ok(()));
+        }
+        ta.join().unwrap();
+        tb.join().unwrap();
+        assert_eq!(witness.ran.load(Ordering::SeqCst), 1);
+        // The held count was taken and released: only the witness is left.
+        assert_eq!(Arc::strong_count(&witness), 1);
     });
 }
 

@@ -549,8 +549,7 @@ impl Handle {
         );
         // SAFETY: the caller's contract.
         let node = Arc::new(unsafe { TaskNode::new_unbounded(args) });
-        node.wait_for(&wait);
-        node.clone().arrive(&Ok(()));
+        node.clone().start(&wait);
         node
     }
 }

@@ -2,7 +2,7 @@
 
 use super::Shared;
 use crate::countdown::{Countdown, Outcome};
-use crate::event::{Event, EventState, HasState, Notify, WaitLink};
+use crate::event::{Event, EventState, HasState, Held, WaitLink};
 use crate::failure::{cause_of, Cause, Failure, TaskLabel};
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -224,7 +224,7 @@ pub(crate) type NodeArgs<J> = (
     &'static Location<'static>,
 );
 
-/// The node as the queues hold it. Also the one way, with [`notify_of`] and [`event_of`], that
+/// The node as the queues hold it. Also the one way, with [`event_of`], that
 /// a node whose body borrows (`J` not `'static`, a scope's task) becomes a `'static` object.
 /// This is sound because of what `new_unbounded` asks: what the body borrows lives until the
 /// body is consumed or dropped, which happens before the node's event triggers; from then on
@@ -233,13 +233,6 @@ fn task_of<'a, J: Body + 'a>(node: Arc<TaskNode<J>>) -> Arc<TaskNode> {
     let node: Arc<TaskNode<dyn Body + 'a>> = node;
     // SAFETY: see above; the two are the same pointer, differing only in the lifetime bound.
     unsafe { std::mem::transmute::<Arc<TaskNode<dyn Body + 'a>>, Arc<TaskNode>>(node) }
-}
-
-/// The node as a subscriber of an event; see [`task_of`].
-fn notify_of<'a, J: Body + 'a>(node: Arc<TaskNode<J>>) -> Arc<dyn Notify> {
-    let node: Arc<dyn Notify + 'a> = node;
-    // SAFETY: see `task_of`.
-    unsafe { std::mem::transmute::<Arc<dyn Notify + 'a>, Arc<dyn Notify>>(node) }
 }
 
 /// The node's completion event; see [`task_of`].
@@ -281,25 +274,49 @@ impl<J: Body> TaskNode<J> {
         event_of(self.clone())
     }
 
-    /// Subscribes to each of `preconditions` (pending, each once), the first few through the
-    /// node's own links.
-    pub(crate) fn wait_for(self: &Arc<Self>, preconditions: &[&Event]) {
+    /// Subscribes to each of `preconditions` (pending, each once; the first few through the
+    /// node's own links) and hands in the launch token. The node holds one count of itself
+    /// for all of these arrivals, and the last one takes it: to queue the node, or to abandon
+    /// it (a failed precondition) and let it go.
+    pub(crate) fn start(self: Arc<Self>, preconditions: &[&Event]) {
+        // `Arc::into_raw` is never null.
+        let held = NonNull::new(Arc::into_raw(self).cast_mut()).expect("an Arc's pointer");
+        let held = held.cast::<()>();
+        // SAFETY: the count taken just above keeps the node alive until the last arrival,
+        // which is the last call of `arrive_held` for it: one per subscription made here and
+        // one for the token below; `arrive_held` may run on any thread (the node is `Sync`).
+        let target = unsafe { Held::new(held, arrive_held::<J>) };
+        // SAFETY: the count keeps the node alive at least until the token's arrival below.
+        let node = unsafe { held.cast::<Self>().as_ref() };
         for (i, e) in preconditions.iter().enumerate() {
-            match self.links.get(i) {
-                // SAFETY: link `i` is subscribed once, here (a node is launched once), and
-                // it lives in the node that the subscription's `Arc` keeps alive.
-                Some(link) => unsafe { e.state().subscribe_in(link, notify_of(self.clone())) },
-                None => e.state().subscribe(notify_of(self.clone())),
+            match node.links.get(i) {
+                // SAFETY: link `i` is subscribed once, here (a node is launched once), and it
+                // lives in the node, alive until this subscription's arrival.
+                Some(link) => unsafe { e.state().subscribe_in_held(link, target) },
+                None => e.state().subscribe_held(target),
             }
         }
+        // SAFETY: the token's arrival, once; nothing of the node is used after it.
+        unsafe { arrive_held::<J>(held, &Ok(())) }
     }
+}
 
-    /// One precondition (or the launch token) arrived.
-    pub(crate) fn arrive(self: Arc<Self>, outcome: &Outcome) {
-        match self.count.arrive(outcome) {
-            None => {}
-            Some(Ok(())) => super::schedule(task_of(self)),
-            Some(Err(f)) => self.abandon(f),
+/// One precondition of the node at `this` (or its launch token) arrived.
+///
+/// # Safety
+/// `this` is a `TaskNode<J>` whose count `start` holds, and this is one of the arrivals it
+/// counts, made once.
+unsafe fn arrive_held<J: Body>(this: NonNull<()>, outcome: &Outcome) {
+    let node = this.cast::<TaskNode<J>>().as_ptr().cast_const();
+    // SAFETY: the node lives until its last arrival; only its countdown (atomics) is borrowed
+    // across this arrival, after which another thread may free the node, as in `Arc`'s drop.
+    let count = unsafe { &(*node).count };
+    if let Some(ready) = count.arrive(outcome) {
+        // SAFETY: the last arrival: the count `start` took is ours now.
+        let node = unsafe { Arc::from_raw(node) };
+        match ready {
+            Ok(()) => super::schedule(task_of(node)),
+            Err(f) => node.abandon(f),
         }
     }
 }
@@ -369,12 +386,6 @@ impl<J: Body + ?Sized> TaskNode<J> {
 impl<J: Body + ?Sized> HasState for TaskNode<J> {
     fn state(&self) -> &EventState {
         &self.state
-    }
-}
-
-impl<J: Body> Notify for TaskNode<J> {
-    fn notify(self: Arc<Self>, outcome: &Outcome) {
-        self.arrive(outcome);
     }
 }
 
