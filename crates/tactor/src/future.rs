@@ -7,9 +7,11 @@
 
 use crate::event::{Event, EventState, HasState};
 use crate::failure::{Failure, TaskFailed};
-use crate::runtime::{Body, Handle, Placement, TaskNode, Valued};
+use crate::runtime::task::drop_quietly;
+use crate::runtime::{Body, Handle, Keeps, Once, OwnPreconditions, Placement, TaskNode, Valued};
 use crate::scope::Scope;
 use smallvec::SmallVec;
+use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
@@ -85,10 +87,7 @@ impl<T: Send + Sync + 'static> Future<T> {
     }
 
     /// The future of a task node whose body keeps its result.
-    pub(crate) fn of_task<F>(node: Arc<TaskNode<Valued<T, F>>>) -> Future<T>
-    where
-        Valued<T, F>: Body,
-    {
+    pub(crate) fn of_task<J: Body + Keeps<T>>(node: Arc<TaskNode<J>>) -> Future<T> {
         let value = NonNull::from(node.body().value());
         Future {
             event: node.event(),
@@ -254,8 +253,9 @@ impl Handle {
         U: Send + Sync + 'static,
         F: FnOnce(Inputs<'_, T>) -> U + Send + 'static,
     {
-        let (events, job) = dataflow_job(inputs, task);
-        Future::of_task(self.launch_node(placement, &events, Valued::new(job), None, None))
+        let body = Dataflow::new(inputs, task);
+        // SAFETY: a `'static` body borrows nothing.
+        Future::of_task(unsafe { self.launch_node_own(placement, body, None, None) })
     }
 }
 
@@ -289,25 +289,72 @@ impl<'scope> Scope<'scope> {
         U: Send + Sync + 'static,
         F: FnOnce(Inputs<'_, T>) -> U + Send + 'scope,
     {
-        let (events, job) = dataflow_job(inputs, task);
-        self.launch_valued(placement, &events, job)
+        self.launch_future(placement, Dataflow::new(inputs, task))
     }
 }
 
-/// A dataflow task's preconditions (its inputs' events) and its body, which owns the inputs.
-fn dataflow_job<'a, T, U>(
-    inputs: impl IntoIterator<Item = Future<T>>,
-    task: impl FnOnce(Inputs<'_, T>) -> U + Send + 'a,
-) -> (SmallVec<[Event; 8]>, impl FnOnce() -> U + Send + 'a)
+/// A dataflow task's body: its input futures (its preconditions, subscribed to in place, and
+/// released as soon as it has run), its closure and its value.
+pub(crate) struct Dataflow<T, U, F> {
+    inputs: UnsafeCell<SmallVec<[Future<T>; 4]>>,
+    job: Once<F>,
+    value: OnceLock<U>,
+}
+
+// SAFETY: `inputs` is reached as `Once`'s closure is: by the launching thread before the
+// node starts (`OwnPreconditions`), then by the one thread that runs or abandons it (`Body`).
+unsafe impl<T: Send + Sync, U: Sync, F: Send> Sync for Dataflow<T, U, F> {}
+
+impl<T, U, F> Dataflow<T, U, F> {
+    fn new(inputs: impl IntoIterator<Item = Future<T>>, task: F) -> Self {
+        Dataflow {
+            // Up to 4 inputs travel inside the task's own allocation.
+            inputs: UnsafeCell::new(inputs.into_iter().collect()),
+            job: Once::new(task),
+            value: OnceLock::new(),
+        }
+    }
+}
+
+impl<T, U, F> Body for Dataflow<T, U, F>
 where
-    T: Send + Sync + 'static,
-    U: Send + Sync + 'static,
+    T: Send + Sync,
+    U: Send + Sync,
+    F: FnOnce(Inputs<'_, T>) -> U + Send,
 {
-    // Up to 4 inputs travel inside the task's own allocation.
-    let inputs: SmallVec<[Future<T>; 4]> = inputs.into_iter().collect();
-    // Copies of the events, on the stack for up to 8 inputs: the task owns the inputs.
-    let events = inputs.iter().map(|f| f.event.clone()).collect();
-    (events, move || task(Inputs(&inputs)))
+    unsafe fn call(&self) -> bool {
+        // SAFETY: `Body`'s contract: this thread alone reaches the body now.
+        let Some(f) = (unsafe { self.job.take() }) else {
+            return false;
+        };
+        // SAFETY: as above.
+        let inputs = std::mem::take(unsafe { &mut *self.inputs.get() });
+        // The node runs once: the cell is empty. The inputs go when the task has run, not
+        // with the node (which lives as long as its future).
+        let _ = self.value.set(f(Inputs(&inputs)));
+        true
+    }
+
+    unsafe fn discard(&self) {
+        // SAFETY: as in `call`.
+        drop_quietly(unsafe { self.job.take() });
+        // SAFETY: as in `call`.
+        drop_quietly(std::mem::take(unsafe { &mut *self.inputs.get() }));
+    }
+}
+
+impl<T, U, F> Keeps<U> for Dataflow<T, U, F> {
+    fn value(&self) -> &OnceLock<U> {
+        &self.value
+    }
+}
+
+impl<T, U, F> OwnPreconditions for Dataflow<T, U, F> {
+    unsafe fn preconditions(&self) -> SmallVec<[&Event; 8]> {
+        // SAFETY: the trait's contract: not started, so this thread alone reaches the cell.
+        let inputs = unsafe { &*self.inputs.get() };
+        inputs.iter().map(|f| &f.event).collect()
+    }
 }
 
 /// The values of a [`Handle::dataflow`] task's inputs, every one there, in the order given.

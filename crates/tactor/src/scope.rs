@@ -3,7 +3,7 @@
 use crate::event::Event;
 use crate::failure::{Failure, TaskFailed};
 use crate::future::Future;
-use crate::runtime::{Finish, Group, Handle, Once, Placement, Valued};
+use crate::runtime::{Body, Finish, Group, Handle, Keeps, Once, OwnPreconditions, Placement};
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -118,23 +118,19 @@ impl<'scope> Scope<'scope> {
         node.event()
     }
 
-    /// Launches `task` in the scope and returns the future of its result, which the task's
-    /// node keeps (no allocation of its own).
+    /// Launches a task with `body` (which carries its preconditions and keeps its result) in
+    /// the scope, and returns the future of its result.
     #[track_caller]
-    pub(crate) fn launch_valued<U: Send + Sync + 'static>(
-        &self,
-        placement: Placement,
-        preconditions: &[Event],
-        task: impl FnOnce() -> U + Send + 'scope,
-    ) -> Future<U> {
+    pub(crate) fn launch_future<U, J>(&self, placement: Placement, body: J) -> Future<U>
+    where
+        U: Send + Sync + 'static,
+        J: Body + OwnPreconditions + Keeps<U> + 'scope,
+    {
         self.state.pending.fetch_add(1, Ordering::Relaxed);
         // SAFETY: as in `launch_inner`.
         let group = unsafe { Group::new::<ScopeState>(&self.state) };
-        let body = Valued::new(task);
         // SAFETY: as in `launch_inner`.
-        let node = unsafe {
-            (self.handle).launch_node_unbounded(placement, preconditions, body, Some(group), None)
-        };
+        let node = unsafe { (self.handle).launch_node_own(placement, body, Some(group), None) };
         Future::of_task(node)
     }
 

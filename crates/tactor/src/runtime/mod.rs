@@ -46,7 +46,7 @@ fn sources_for(
     sources
 }
 use std::time::Duration;
-pub(crate) use task::{Body, Finish, Group, Once, TaskNode, Valued};
+pub(crate) use task::{Body, Finish, Group, Keeps, Once, OwnPreconditions, TaskNode, Valued};
 use worker::Task;
 
 /// State shared by the workers and every handle.
@@ -522,13 +522,6 @@ impl Handle {
         scope: Option<Group>,
         name: Option<String>,
     ) -> Arc<TaskNode<J>> {
-        if let Placement::Worker(w) = placement {
-            assert!(
-                w < self.workers(),
-                "Placement::Worker({w}) but the runtime has {} workers",
-                self.workers()
-            );
-        }
         // Only pending preconditions, each once: an analysis hands the same task in several
         // roles (the writer of one input and a reader of the output's last version), and a
         // subscription costs an allocation and two counted references.
@@ -538,19 +531,82 @@ impl Handle {
                 wait.push(e);
             }
         }
+        // SAFETY: the caller's contract.
+        let node = unsafe { self.new_node(placement, wait.len(), job, scope, name) };
+        node.clone().start(&wait);
+        node
+    }
+
+    /// [`launch_node_unbounded`](Self::launch_node_unbounded) for a body that carries its
+    /// preconditions (a dataflow task's input futures): the node waits on the events inside
+    /// its body, so the launch copies none of them (two atomic operations fewer for each, on
+    /// lines the triggering worker also writes).
+    ///
+    /// # Safety
+    /// As for `launch_node_unbounded`.
+    #[track_caller]
+    pub(crate) unsafe fn launch_node_own<J: Body + OwnPreconditions>(
+        &self,
+        placement: Placement,
+        job: J,
+        scope: Option<Group>,
+        name: Option<String>,
+    ) -> Arc<TaskNode<J>> {
+        // Which of them to wait for, by position: the body moves into the node after this,
+        // and the same positions are subscribed there (the count and the subscriptions
+        // agree even if one of them triggers meanwhile: its subscription is told at once).
+        let mut pending: SmallVec<[usize; 8]> = SmallVec::new();
+        {
+            // SAFETY: the body is not launched yet: this thread alone reaches it.
+            let pre = unsafe { job.preconditions() };
+            for (i, e) in pre.iter().enumerate() {
+                if !e.state().succeeded() && !pending.iter().any(|&j| pre[j].ptr_eq(e)) {
+                    pending.push(i);
+                }
+            }
+        }
+        // SAFETY: the caller's contract.
+        let node = unsafe { self.new_node(placement, pending.len(), job, scope, name) };
+        {
+            // SAFETY: not started yet: this thread alone reaches the body.
+            let pre = unsafe { node.body().preconditions() };
+            let wait: SmallVec<[&Event; 8]> = pending.iter().map(|&i| pre[i]).collect();
+            node.clone().start(&wait);
+        }
+        node
+    }
+
+    /// A node waiting for `preconditions` events and its launch token, not started.
+    ///
+    /// # Safety
+    /// As for `TaskNode::new_unbounded`.
+    #[track_caller]
+    unsafe fn new_node<J: Body>(
+        &self,
+        placement: Placement,
+        preconditions: usize,
+        job: J,
+        scope: Option<Group>,
+        name: Option<String>,
+    ) -> Arc<TaskNode<J>> {
+        if let Placement::Worker(w) = placement {
+            assert!(
+                w < self.workers(),
+                "Placement::Worker({w}) but the runtime has {} workers",
+                self.workers()
+            );
+        }
         let args = (
             self.shared.clone(),
             placement,
-            wait.len(),
+            preconditions,
             job,
             scope,
             name,
             Location::caller(),
         );
         // SAFETY: the caller's contract.
-        let node = Arc::new(unsafe { TaskNode::new_unbounded(args) });
-        node.clone().start(&wait);
-        node
+        Arc::new(unsafe { TaskNode::new_unbounded(args) })
     }
 }
 

@@ -4,6 +4,7 @@ use super::Shared;
 use crate::countdown::{Countdown, Outcome};
 use crate::event::{Event, EventState, HasState, Held, WaitLink};
 use crate::failure::{cause_of, Cause, Failure, TaskLabel};
+use smallvec::SmallVec;
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::ptr::NonNull;
@@ -147,7 +148,7 @@ impl<F> Once<F> {
     ///
     /// # Safety
     /// As for [`Body::call`].
-    unsafe fn take(&self) -> Option<F> {
+    pub(crate) unsafe fn take(&self) -> Option<F> {
         // SAFETY: by the contract, this thread alone reaches the cell now.
         unsafe { (*self.0.get()).take() }
     }
@@ -186,11 +187,29 @@ impl<U, F> Valued<U, F> {
             job: Once::new(f),
         }
     }
+}
 
-    /// The value: set before the node's event triggers.
-    pub(crate) fn value(&self) -> &OnceLock<U> {
+/// A body that keeps its task's result: the value of a [`Future`](crate::Future), set before
+/// the node's event triggers.
+pub(crate) trait Keeps<U> {
+    fn value(&self) -> &OnceLock<U>;
+}
+
+impl<U, F> Keeps<U> for Valued<U, F> {
+    fn value(&self) -> &OnceLock<U> {
         &self.value
     }
+}
+
+/// A body that carries its own preconditions (a dataflow task's input futures), which the
+/// launch subscribes to in place.
+pub(crate) trait OwnPreconditions {
+    /// The events, in order (duplicates and triggered ones included).
+    ///
+    /// # Safety
+    /// Called only before the node is started, by the launching thread (a body may hand its
+    /// preconditions over when it runs).
+    unsafe fn preconditions(&self) -> SmallVec<[&Event; 8]>;
 }
 
 impl<U: Send + Sync, F: FnOnce() -> U + Send> Body for Valued<U, F> {
