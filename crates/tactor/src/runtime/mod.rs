@@ -524,7 +524,8 @@ impl Handle {
     ) -> Arc<TaskNode<J>> {
         // Only pending preconditions, each once: an analysis hands the same task in several
         // roles (the writer of one input and a reader of the output's last version), and a
-        // subscription costs an allocation and two counted references.
+        // subscription costs a push on the event's list (and an allocation past the node's
+        // links).
         let mut wait: SmallVec<[&Event; 8]> = SmallVec::new();
         for e in preconditions {
             if !e.state().succeeded() && !wait.iter().any(|w| w.ptr_eq(e)) {
