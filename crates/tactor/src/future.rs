@@ -90,7 +90,7 @@ impl<T: Send + Sync + 'static> Future<T> {
     pub(crate) fn of_task<J: Body + Keeps<T>>(node: Arc<TaskNode<J>>) -> Future<T> {
         let value = NonNull::from(node.body().value());
         Future {
-            event: node.event(),
+            event: node.into_event(),
             value,
             _value: PhantomData,
         }

@@ -115,7 +115,7 @@ impl<'scope> Scope<'scope> {
                 name,
             )
         };
-        node.event()
+        node.into_event()
     }
 
     /// Launches a task with `body` (which carries its preconditions and keeps its result) in

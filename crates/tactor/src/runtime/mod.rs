@@ -490,7 +490,7 @@ impl Handle {
         scope: Option<Group>,
         name: Option<String>,
     ) -> Event {
-        (self.launch_node(placement, preconditions, Once::new(job), scope, name)).event()
+        (self.launch_node(placement, preconditions, Once::new(job), scope, name)).into_event()
     }
 
     /// Launches a task with body `job` and returns its node (its event, and a [`Valued`]
@@ -522,13 +522,9 @@ impl Handle {
         scope: Option<Group>,
         name: Option<String>,
     ) -> Arc<TaskNode<J>> {
-        // Only pending preconditions, each once: an analysis hands the same task in several
-        // roles (the writer of one input and a reader of the output's last version), and a
-        // subscription costs a push on the event's list (and an allocation past the node's
-        // links).
         let mut wait: SmallVec<[&Event; 8]> = SmallVec::new();
         for e in preconditions {
-            if !e.state().succeeded() && !wait.iter().any(|w| w.ptr_eq(e)) {
+            if must_wait(e, wait.iter().copied()) {
                 wait.push(e);
             }
         }
@@ -561,7 +557,7 @@ impl Handle {
             // SAFETY: the body is not launched yet: this thread alone reaches it.
             let pre = unsafe { job.preconditions() };
             for (i, e) in pre.iter().enumerate() {
-                if !e.state().succeeded() && !pending.iter().any(|&j| pre[j].ptr_eq(e)) {
+                if must_wait(e, pending.iter().map(|&j| pre[j])) {
                     pending.push(i);
                 }
             }
@@ -609,6 +605,14 @@ impl Handle {
         // SAFETY: the caller's contract.
         Arc::new(unsafe { TaskNode::new_unbounded(args) })
     }
+}
+
+/// Whether a launch waits for `e`: only pending preconditions, each once (an analysis hands
+/// the same task in several roles, the writer of one input and a reader of the output's last
+/// version), since a subscription costs a push on the event's list (and an allocation past
+/// the node's links).
+fn must_wait<'e>(e: &Event, waiting: impl IntoIterator<Item = &'e Event>) -> bool {
+    !e.state().succeeded() && !waiting.into_iter().any(|w| w.ptr_eq(e))
 }
 
 /// The runtime: worker threads that run launched tasks. Dropping it stops the workers after

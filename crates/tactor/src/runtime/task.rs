@@ -288,9 +288,10 @@ impl<J: Body> TaskNode<J> {
         &self.job
     }
 
-    /// The task's completion event.
-    pub(crate) fn event(self: &Arc<Self>) -> Event {
-        event_of(self.clone())
+    /// The task's completion event, from the launch's own reference to the node (no count
+    /// taken: this is on every launch's path).
+    pub(crate) fn into_event(self: Arc<Self>) -> Event {
+        event_of(self)
     }
 
     /// Subscribes to each of `preconditions` (pending, each once; the first few through the
