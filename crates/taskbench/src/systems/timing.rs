@@ -41,6 +41,31 @@ pub fn passes(
     Ok(last.expect("two passes ran"))
 }
 
+/// A warm-up pass and a timed pass of `pass` on the calling thread (pinned to the first core
+/// this process may use, with `pin`), with the tasks validated during the timed one: the
+/// harness of a system that runs on one thread and no runtime.
+pub fn passes_here(
+    pin: bool,
+    mut pass: impl FnMut() -> Result<(), RunError>,
+) -> Result<Pass, RunError> {
+    if let Some(core) = core_affinity::get_core_ids().and_then(|c| c.first().copied()) {
+        if pin {
+            core_affinity::set_for_current(core);
+        }
+    }
+    let mut last = None;
+    for _pass in 0..if cfg!(miri) { 1 } else { 2 } {
+        let before = tasks_executed_on_this_thread();
+        let start = Instant::now();
+        pass()?;
+        last = Some(Pass {
+            elapsed: start.elapsed(),
+            tasks: tasks_executed_on_this_thread().wrapping_sub(before),
+        });
+    }
+    Ok(last.expect("a pass ran"))
+}
+
 /// Tasks validated so far on all workers of `rt`.
 fn executed(rt: &Runtime) -> Result<u64, RunError> {
     let counts = rt.on_each_worker(|_| tasks_executed_on_this_thread());
