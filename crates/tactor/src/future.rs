@@ -7,6 +7,7 @@
 
 use crate::event::{Event, EventState, HasState};
 use crate::failure::{Failure, TaskFailed};
+use crate::runtime::once_value::OnceValue;
 use crate::runtime::task::drop_quietly;
 use crate::runtime::{Body, Handle, Keeps, Once, OwnPreconditions, Placement, TaskNode, Valued};
 use crate::scope::Scope;
@@ -14,7 +15,7 @@ use smallvec::SmallVec;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// A value that a task will produce: its event, and the value once the event has triggered.
 ///
@@ -35,12 +36,12 @@ pub struct Future<T> {
     /// [`ValueCell`].
     event: Event,
     /// The value's cell, inside the allocation `event` holds.
-    value: NonNull<OnceLock<T>>,
-    _value: PhantomData<Arc<OnceLock<T>>>,
+    value: NonNull<OnceValue<T>>,
+    _value: PhantomData<Arc<OnceValue<T>>>,
 }
 
-// SAFETY: a future is an `Event` and shared access to a `OnceLock<T>` it keeps alive, which
-// is `Send` and `Sync` when `T` is both (as `Arc<OnceLock<T>>` is).
+// SAFETY: a future is an `Event` and shared access to a `OnceValue<T>` it keeps alive, which
+// is `Send` and `Sync` when `T` is both (as `Arc<OnceValue<T>>` is).
 unsafe impl<T: Send + Sync> Send for Future<T> {}
 // SAFETY: as for `Send`.
 unsafe impl<T: Send + Sync> Sync for Future<T> {}
@@ -67,7 +68,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Future<T> {
 /// The event and the value of a future not made by a task: ready, or set by a [`Promise`].
 struct ValueCell<T> {
     state: EventState,
-    value: OnceLock<T>,
+    value: OnceValue<T>,
 }
 
 impl<T: Send + Sync + 'static> HasState for ValueCell<T> {
@@ -104,13 +105,13 @@ impl<T: Send + Sync + 'static> Future<T> {
     pub fn ready(value: T) -> Future<T> {
         Future::of_cell(Arc::new(ValueCell {
             state: EventState::new_done(Ok(())),
-            value: OnceLock::from(value),
+            value: OnceValue::with(value),
         }))
     }
 }
 
 impl<T> Future<T> {
-    fn cell(&self) -> &OnceLock<T> {
+    fn cell(&self) -> &OnceValue<T> {
         // SAFETY: the cell lives in the allocation that `self.event` keeps alive, and is only
         // ever reached through shared references.
         unsafe { self.value.as_ref() }
@@ -170,7 +171,7 @@ impl<T: Send + Sync + 'static> Promise<T> {
     pub fn new() -> (Promise<T>, Future<T>) {
         let cell = Arc::new(ValueCell {
             state: EventState::new(),
-            value: OnceLock::new(),
+            value: OnceValue::new(),
         });
         (Promise { cell: cell.clone() }, Future::of_cell(cell))
     }
@@ -190,8 +191,9 @@ impl<T: Send + Sync + 'static> Promise<T> {
 
     /// Sets the value and triggers the future's event.
     pub fn set(self, value: T) {
-        // A promise is set once: it is consumed here, so the cell is empty.
-        let _ = self.cell.value.set(value);
+        // SAFETY: a promise is set once (it is consumed here), and only through its promise:
+        // the one write of the cell.
+        unsafe { self.cell.value.set(value) };
         let _ = self.cell.state.trigger(Ok(()));
     }
 }
@@ -298,7 +300,7 @@ impl<'scope> Scope<'scope> {
 pub(crate) struct Dataflow<T, U, F> {
     inputs: UnsafeCell<SmallVec<[Future<T>; 4]>>,
     job: Once<F>,
-    value: OnceLock<U>,
+    value: OnceValue<U>,
 }
 
 // SAFETY: `inputs` is reached as `Once`'s closure is: by the launching thread before the
@@ -311,7 +313,7 @@ impl<T, U, F> Dataflow<T, U, F> {
             // Up to 4 inputs travel inside the task's own allocation.
             inputs: UnsafeCell::new(inputs.into_iter().collect()),
             job: Once::new(task),
-            value: OnceLock::new(),
+            value: OnceValue::new(),
         }
     }
 }
@@ -329,9 +331,9 @@ where
         };
         // SAFETY: as above.
         let inputs = std::mem::take(unsafe { &mut *self.inputs.get() });
-        // The node runs once: the cell is empty. The inputs go when the task has run, not
-        // with the node (which lives as long as its future).
-        let _ = self.value.set(f(Inputs(&inputs)));
+        // SAFETY: the node runs once, on this thread: the one write of the cell. The inputs go
+        // when the task has run, not with the node (which lives as long as its future).
+        unsafe { self.value.set(f(Inputs(&inputs))) };
         true
     }
 
@@ -344,7 +346,7 @@ where
 }
 
 impl<T, U, F> Keeps<U> for Dataflow<T, U, F> {
-    fn value(&self) -> &OnceLock<U> {
+    fn value(&self) -> &OnceValue<U> {
         &self.value
     }
 }

@@ -8,6 +8,7 @@ pub(crate) mod idle;
 pub(crate) mod job;
 mod mailbox;
 pub(crate) mod offer;
+pub(crate) mod once_value;
 mod source;
 pub use source::Poller;
 pub(crate) mod task;

@@ -1,5 +1,6 @@
 //! A launched task: its closure, its readiness countdown and its completion event.
 
+use super::once_value::OnceValue;
 use super::Shared;
 use crate::countdown::{Countdown, Outcome};
 use crate::event::{Event, EventState, HasState, Held, WaitLink};
@@ -8,7 +9,7 @@ use smallvec::SmallVec;
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Where a task runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,14 +177,14 @@ impl<F: FnOnce() + Send> Body for Once<F> {
 /// [`Future`](crate::Future), in the task's own node (one allocation for the task, its event
 /// and its value; a future is then one counted reference).
 pub(crate) struct Valued<U, F> {
-    value: OnceLock<U>,
+    value: OnceValue<U>,
     job: Once<F>,
 }
 
 impl<U, F> Valued<U, F> {
     pub(crate) fn new(f: F) -> Valued<U, F> {
         Valued {
-            value: OnceLock::new(),
+            value: OnceValue::new(),
             job: Once::new(f),
         }
     }
@@ -192,11 +193,11 @@ impl<U, F> Valued<U, F> {
 /// A body that keeps its task's result: the value of a [`Future`](crate::Future), set before
 /// the node's event triggers.
 pub(crate) trait Keeps<U> {
-    fn value(&self) -> &OnceLock<U>;
+    fn value(&self) -> &OnceValue<U>;
 }
 
 impl<U, F> Keeps<U> for Valued<U, F> {
-    fn value(&self) -> &OnceLock<U> {
+    fn value(&self) -> &OnceValue<U> {
         &self.value
     }
 }
@@ -217,8 +218,8 @@ impl<U: Send + Sync, F: FnOnce() -> U + Send> Body for Valued<U, F> {
         // SAFETY: the contract is `take`'s.
         match unsafe { self.job.take() } {
             Some(f) => {
-                // The node runs once: the cell is empty.
-                let _ = self.value.set(f());
+                // SAFETY: the node runs once, on this thread: the one write of the cell.
+                unsafe { self.value.set(f()) };
                 true
             }
             None => false,
