@@ -49,6 +49,26 @@ impl Finish for ScopeState {
     }
 }
 
+/// A part of a scope's work that is not a task (a message that leaves as soon as its items
+/// are ready, or that sets its items' futures as it arrives): the scope waits for it as for a
+/// task, and reports its failure. Done when dropped.
+pub(crate) struct Part {
+    group: Group,
+}
+
+impl Part {
+    /// The part failed (told before it is dropped): the scope reports the first failure.
+    pub(crate) fn fail(&self, failure: &Arc<Failure>) {
+        self.group.task_failed(failure);
+    }
+}
+
+impl Drop for Part {
+    fn drop(&mut self) {
+        self.group.task_done();
+    }
+}
+
 /// A pointer to the scope, sent into its tasks.
 struct ScopePtr<'scope>(*const Scope<'scope>);
 
@@ -80,6 +100,15 @@ impl<'scope> Scope<'scope> {
         F: FnOnce(&Scope<'scope>) + Send + 'scope,
     {
         self.launch_inner(placement, preconditions, task, Some(name.into()))
+    }
+
+    /// A part of this scope's work that is not a task ([`Part`]).
+    pub(crate) fn part(&self) -> Part {
+        self.state.pending.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `Handle::scope` keeps `state` until `pending` reached zero, which the part
+        // brings down once, when dropped (its last use of the state).
+        let group = unsafe { Group::new::<ScopeState>(&self.state) };
+        Part { group }
     }
 
     #[track_caller]

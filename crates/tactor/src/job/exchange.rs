@@ -39,6 +39,8 @@ enum Waiter {
     None,
     Event(UserEvent),
     Slot(Inlet, Inbox, usize),
+    /// Called with the message (or why it will not come), in place of a task woken to take it.
+    Call(Box<dyn FnOnce(Result<Vec<u8>, String>) + Send>),
 }
 
 impl Waiter {
@@ -56,6 +58,7 @@ impl Waiter {
                 *inbox[k].lock().unwrap_or_else(PoisonError::into_inner) = data;
                 inlet.open();
             }
+            Waiter::Call(f) => f(data.ok_or_else(|| "the message was taken".to_string())),
         }
     }
 
@@ -66,11 +69,12 @@ impl Waiter {
                 let _ = e.poison(why);
             }
             Waiter::Slot(inlet, ..) => inlet.poison(why),
+            Waiter::Call(f) => f(Err(why.to_string())),
         }
     }
 
     fn files_data(&self) -> bool {
-        !matches!(self, Waiter::Slot(..))
+        !matches!(self, Waiter::Slot(..) | Waiter::Call(..))
     }
 }
 
@@ -254,6 +258,33 @@ impl Exchange {
             .enumerate()
             .map(|(k, (key, i))| (key, Waiter::Slot(i, inbox.clone(), k)));
         self.register(waiters);
+    }
+
+    /// Calls `f` with message `key` when it arrives (at once if it did), on the thread that
+    /// delivers it, with no task in between; or with why it never will (a rank failed, the
+    /// exchange was abandoned). [`Exchange::check`] then reads its items. `f` runs where the
+    /// network is progressed: it should only hand the items on (set promises, copy them).
+    ///
+    /// ```
+    /// use tactor::job::{Exchange, Job, FIRST_PORT};
+    ///
+    /// let got = Job::run_in_process(2, 1, |rt, job| {
+    ///     let ex = Exchange::open(job, FIRST_PORT).unwrap();
+    ///     let other = 1 - job.rank();
+    ///     let (tx, rx) = std::sync::mpsc::channel();
+    ///     ex.on_arrival((0, 0, other), move |m| tx.send(m).unwrap());
+    ///     // In a round the workers progress the network, and deliver the message to `f`.
+    ///     ex.round(rt, || {
+    ///         ex.send(0, other, (0, 0), 1, 1, [&[10 + job.rank() as u8][..]].into_iter());
+    ///         Ok::<_, ()>(rx.recv().unwrap().unwrap())
+    ///     })
+    ///     .unwrap()
+    /// });
+    /// assert_eq!(Exchange::payload(got[0].as_ref().unwrap()), &[11]);
+    /// assert_eq!(Exchange::payload(got[1].as_ref().unwrap()), &[10]);
+    /// ```
+    pub fn on_arrival(&self, key: Key, f: impl FnOnce(Result<Vec<u8>, String>) + Send + 'static) {
+        self.register([(key, Waiter::Call(Box::new(f)))]);
     }
 
     fn register(&self, waiters: impl IntoIterator<Item = (Key, Waiter)>) {

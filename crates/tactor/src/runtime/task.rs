@@ -102,14 +102,14 @@ impl Group {
         }
     }
 
-    fn task_failed(&self, failure: &Arc<Failure>) {
+    pub(crate) fn task_failed(&self, failure: &Arc<Failure>) {
         // SAFETY: by `new`'s contract the group lives until its tasks' `task_done`, and a
         // node tells a failure before that.
         unsafe { (self.failed)(self.this, failure) }
     }
 
     /// The node's last use of the group.
-    fn task_done(&self) {
+    pub(crate) fn task_done(&self) {
         // SAFETY: as in `task_failed`; a node calls this once, in `finish`.
         unsafe { (self.done)(self.this) }
     }

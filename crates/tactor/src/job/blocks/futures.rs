@@ -1,21 +1,27 @@
-//! [`Blocks`] for programs whose items are futures: each message sent by a task once its
-//! items are ready, and each item received a future set when its message arrives.
+//! [`Blocks`] for programs whose items are futures: each message sent as soon as its items
+//! are ready, and each item received a future set as its message arrives — by the thread that
+//! made the last item ready, and the one that delivered the message, with no task in between
+//! (on a rank of one worker that also runs the program's launches, each task a step costs is
+//! on the step's critical path).
 
 use super::Blocks;
 use crate::countdown::Outcome;
 use crate::event::Notify;
-use crate::job::Exchange;
-use crate::{Event, Future, Placement, Promise, Scope};
+use crate::job::exchange::{Exchange, Key};
+use crate::scope::Part;
+use crate::{Future, Promise, Scope};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 impl Blocks {
     /// After `step`: for each message of this rank's items that items of other ranks read at
-    /// the next step (`readers(array, item)`: the items that read `item` then), a task of
-    /// `scope` that waits for the items' futures (`item(array, item)`) and sends their
-    /// values. One whose item failed fails (the scope reports it), sends nothing and
-    /// abandons the exchange ([`Exchange::abandon`]): this rank's receives end poisoned
-    /// rather than wait for ranks that wait for this message, and the rank should fail the
-    /// job, which tells the receiving ranks.
+    /// the next step (`readers(array, item)`: the items that read `item` then), sends the
+    /// values of the items' futures (`item(array, item)`) as soon as the last is ready, from
+    /// the thread that made it ready; `scope` waits for the send. One whose item failed is
+    /// not sent: `scope` reports the failure, and the exchange is abandoned
+    /// ([`Exchange::abandon`]): this rank's receives end poisoned rather than wait for ranks
+    /// that wait for this message, and the rank should fail the job, which tells the
+    /// receiving ranks.
     ///
     /// ```
     /// use tactor::job::{Blocks, Exchange, Job, FIRST_PORT};
@@ -47,23 +53,27 @@ impl Blocks {
         T: AsRef<[u8]> + Send + Sync + 'static,
     {
         self.messages(step, true, readers, |(stream, step, dest), list| {
-            let items = list.iter().map(|&(_, a, x)| item(a as usize, x));
-            let (exchange, len) = (self.exchange.clone(), self.bytes(list));
-            let abandon = Arc::new(AbandonOnFailure(exchange.clone()));
-            let sent = scope.dataflow(Placement::Any, items, move |items| {
-                let channel = crate::current_worker().unwrap_or(0);
-                let bytes = items.iter().map(|v| v.as_ref());
-                exchange.send(channel, dest, (stream, step), items.len(), len, bytes);
+            let items: Vec<Future<T>> = list.iter().map(|&(_, a, x)| item(a as usize, x)).collect();
+            let sending = Arc::new(Sending {
+                left: AtomicUsize::new(items.len()),
+                failed: AtomicBool::new(false),
+                exchange: self.exchange.clone(),
+                key: (stream, step, dest),
+                len: self.bytes(list),
+                part: scope.part(),
+                items,
             });
-            sent.event().state().subscribe(abandon);
+            for f in &sending.items {
+                f.event().state().subscribe(sending.clone());
+            }
         });
     }
 
     /// Before the step after `step`: gives `put(array, item, future)` a future for each item
     /// of `step` that this rank's items read from other ranks (`reads(array, item)`: the
-    /// items that `item` reads), set by a task of `scope` that takes its message when it
-    /// arrives, or failed if the message broke the protocol (the exchange keeps the error:
-    /// [`Exchange::take_error`]) or its rank failed.
+    /// items that `item` reads), set where the message is delivered, as it arrives (no task
+    /// in between), or failed if the message broke the protocol (the exchange keeps the
+    /// error: [`Exchange::take_error`]) or its rank failed. `scope` waits for the message.
     pub fn receive_later<I>(
         &self,
         scope: &Scope<'_>,
@@ -74,25 +84,28 @@ impl Blocks {
         I: IntoIterator<Item = usize>,
     {
         self.messages(step, false, reads, |key, list| {
-            let arrival = self.exchange.arrival(key);
-            let mut items = Items {
-                promises: Vec::with_capacity(list.len()),
-                arrival: arrival.clone(),
-            };
+            let mut promises = Vec::with_capacity(list.len());
             for &(_, a, y) in list {
                 let (promise, future) = Promise::new();
-                items.promises.push((promise, self.item_bytes[a as usize]));
+                promises.push((promise, self.item_bytes[a as usize]));
                 put(a as usize, y, future);
             }
-            let (exchange, len) = (self.exchange.clone(), self.bytes(list));
-            scope.launch(Placement::Any, &[arrival], move |_| {
-                // Taken out: what is left of `items` drops with nothing to fail.
-                let mut items = items;
-                let promises = std::mem::take(&mut items.promises);
-                let Some(m) = exchange.receive(key, promises.len(), len) else {
-                    return promises
-                        .into_iter()
-                        .for_each(|(p, _)| p.fail("a bad message"));
+            let (exchange, len, part) = (self.exchange.clone(), self.bytes(list), scope.part());
+            self.exchange.on_arrival(key, move |m| {
+                let _part = part;
+                let checked = m.and_then(|m| {
+                    let count = promises.len();
+                    exchange
+                        .check(key, Some(&m), count, len)
+                        .ok_or("a bad message")?;
+                    Ok(m)
+                });
+                let m = match checked {
+                    Ok(m) => m,
+                    Err(why) => {
+                        let why = format!("its message did not come: {why}");
+                        return promises.into_iter().for_each(|(p, _)| p.fail(&why));
+                    }
                 };
                 let mut bytes = Exchange::payload(&m);
                 for (promise, len) in promises {
@@ -105,33 +118,36 @@ impl Blocks {
     }
 }
 
-/// The items a message will set, with its bytes per item. Dropped unset (the message never
-/// came: its arrival failed, and the task that takes it did not run), each item fails with
-/// the arrival's cause, not as a promise dropped.
-struct Items {
-    promises: Vec<(Promise<Vec<u8>>, usize)>,
-    arrival: Event,
+/// A message of items that leaves as the last of them is ready, from the thread that made it
+/// ready (no task in between). One whose item failed sends nothing: it abandons the exchange
+/// and tells the scope.
+struct Sending<T> {
+    items: Vec<Future<T>>,
+    left: AtomicUsize,
+    failed: AtomicBool,
+    exchange: Arc<Exchange>,
+    key: Key,
+    len: usize,
+    part: Part,
 }
 
-impl Drop for Items {
-    fn drop(&mut self) {
-        let why = match self.arrival.try_outcome() {
-            Some(Err(failed)) => format!("its message did not come: {failed}"),
-            _ => "its message did not come".to_string(),
-        };
-        for (promise, _) in self.promises.drain(..) {
-            promise.fail(&why);
-        }
-    }
-}
-
-/// Abandons an exchange when the send it watches failed.
-struct AbandonOnFailure(Arc<Exchange>);
-
-impl Notify for AbandonOnFailure {
+impl<T: AsRef<[u8]> + Send + Sync + 'static> Notify for Sending<T> {
     fn notify(self: Arc<Self>, outcome: &Outcome) {
-        if outcome.is_err() {
-            self.0.abandon();
+        if let Err(failure) = outcome {
+            if !self.failed.swap(true, Ordering::AcqRel) {
+                self.part.fail(failure);
+                self.exchange.abandon();
+            }
         }
+        // AcqRel: the last one sees every item's value (each set before its event).
+        if self.left.fetch_sub(1, Ordering::AcqRel) != 1 || self.failed.load(Ordering::Acquire) {
+            return;
+        }
+        let (stream, step, dest) = self.key;
+        let channel = crate::current_worker().unwrap_or(0);
+        let values = (self.items.iter()).map(|f| f.try_get().and_then(Result::ok));
+        let bytes = values.map(|v| v.expect("every item is ready").as_ref());
+        let count = self.items.len();
+        (self.exchange).send(channel, dest, (stream, step), count, self.len, bytes);
     }
 }
