@@ -256,3 +256,37 @@ impl Handle {
             .collect())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// A scope waits for a part done on another thread after the scope's body returned, and
+    /// reports the part's failure.
+    #[test]
+    fn a_scope_waits_for_its_parts_and_reports_their_failure() {
+        let rt = crate::Runtime::builder()
+            .workers(1)
+            .pin(false)
+            .build()
+            .unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let result = rt.scope(|s| {
+            let (part, done) = (s.part(), done.clone());
+            std::thread::spawn(move || {
+                let pause = if cfg!(miri) { 1 } else { 20 };
+                std::thread::sleep(std::time::Duration::from_millis(pause));
+                done.store(true, Ordering::Release);
+                part.fail(&Arc::new(Failure::Poisoned("the part failed".into())));
+            });
+        });
+        assert!(
+            done.load(Ordering::Acquire),
+            "the scope waited for its part"
+        );
+        assert!(result.unwrap_err().to_string().contains("the part failed"));
+        // A part dropped without failing ends the scope well.
+        assert!(rt.scope(|s| drop(s.part())).is_ok());
+    }
+}
