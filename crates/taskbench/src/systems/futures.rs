@@ -65,6 +65,7 @@ impl System for Futures {
         let per_scope = if self.barrier { 1 } else { steps.max(1) };
         passes(&rt, exchange.as_deref(), || {
             let mut last: Vec<Vec<Future<Vec<u8>>>> = vec![Vec::new(); plans.len()];
+            let none = Future::ready(Vec::new()); // where a timestep has no point
             for t0 in (0..steps).step_by(per_scope as usize) {
                 rt.scope(|s| {
                     for t in t0..steps.min(t0 + per_scope) {
@@ -72,7 +73,7 @@ impl System for Futures {
                             let mine = blocks.as_ref().map_or(0..sizes[g].0, |b| b.mine(g));
                             let live =
                                 plan.offset(t) as usize..(plan.offset(t) + plan.width(t)) as usize;
-                            let mut next = vec![Future::ready(Vec::new()); sizes[g].0];
+                            let mut next = vec![none.clone(); sizes[g].0];
                             for p in mine.filter(|p| live.contains(p)) {
                                 let ins = plan.dep_indices(t, p).map(|d| last[g][d].clone());
                                 next[p] =
