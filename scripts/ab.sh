@@ -3,7 +3,11 @@
 # arguments, alternating, REPS times, and prints median, min and max of "Elapsed Time".
 # Usage: scripts/ab.sh REPS "TASKBENCH ARGS" BINARY...
 # Build the binaries to compare from clean checkouts (touch the sources after a checkout).
+# A BINARY may be a command with arguments, e.g. "mpirun -np 2 /tmp/old/taskbench".
+# With AB_FAST_NS=N, a round starts only once scripts/pingpong.sh measures a round trip of at
+# most N ns (the VM's fast state), and a round after which it measures more is dropped.
 set -euo pipefail
+probe() { bash "$(dirname "$0")/pingpong.sh" | awk '{print $3}'; }
 if [ $# -lt 3 ]; then
   echo "usage: $0 REPS \"TASKBENCH ARGS\" BINARY..." >&2
   exit 2
@@ -11,13 +15,26 @@ fi
 reps=$1 args=$2
 shift 2
 declare -A res
-for _ in $(seq "$reps"); do
+round=0
+while [ "$round" -lt "$reps" ]; do
+  if [ -n "${AB_FAST_NS:-}" ]; then
+    while [ "$(probe)" -gt "$AB_FAST_NS" ]; do sleep 2; done
+  fi
+  declare -A this=()
   for b in "$@"; do
     # shellcheck disable=SC2086
-    t=$("$b" $args 2>&1 | awk '/Elapsed Time/{print $3}')  || true
+    t=$($b $args 2>&1 | awk '/Elapsed Time/{print $3}')  || true
     [ -n "$t" ] || { echo "error: $b printed no Elapsed Time for: $args" >&2; exit 1; }
-    res[$b]="${res[$b]:-} $t"
+    this[$b]=$t
   done
+  if [ -n "${AB_FAST_NS:-}" ] && [ "$(probe)" -gt "$AB_FAST_NS" ]; then
+    echo "ab: round dropped (the machine left its fast state)" >&2
+    continue
+  fi
+  for b in "$@"; do
+    res[$b]="${res[$b]:-} ${this[$b]}"
+  done
+  round=$((round + 1))
 done
 for b in "$@"; do
   printf '%s: ' "$b"
