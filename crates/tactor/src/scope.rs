@@ -104,11 +104,18 @@ impl<'scope> Scope<'scope> {
 
     /// A part of this scope's work that is not a task ([`Part`]).
     pub(crate) fn part(&self) -> Part {
+        Part {
+            group: self.member(),
+        }
+    }
+
+    /// Counts one more unfinished member of the scope (a task or a [`Part`]), and returns the
+    /// group it tells when it finishes, once, in its last use of the state.
+    fn member(&self) -> Group {
         self.state.pending.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `Handle::scope` keeps `state` until `pending` reached zero, which the part
-        // brings down once, when dropped (its last use of the state).
-        let group = unsafe { Group::new::<ScopeState>(&self.state) };
-        Part { group }
+        // SAFETY: `Handle::scope` keeps `state` until `pending` reached zero, which every
+        // member brings down once, in its last use of the state.
+        unsafe { Group::new::<ScopeState>(&self.state) }
     }
 
     #[track_caller]
@@ -122,16 +129,13 @@ impl<'scope> Scope<'scope> {
     where
         F: FnOnce(&Scope<'scope>) + Send + 'scope,
     {
-        self.state.pending.fetch_add(1, Ordering::Relaxed);
+        let group = self.member();
         let me = ScopePtr(self);
         let job = move || {
             let me = me;
             // SAFETY: see `ScopePtr`: the scope is alive while any of its tasks is.
             task(unsafe { &*me.0 })
         };
-        // SAFETY: `Handle::scope` keeps `state` until `pending` reached zero, which every
-        // task launched here brings down once, in its last use of the state (`Group::new`).
-        let group = unsafe { Group::new::<ScopeState>(&self.state) };
         // SAFETY: the closure may borrow for `'scope`, and `Handle::scope` returns only after
         // every event launched in the scope triggered, after the closure was consumed or
         // dropped.
@@ -155,9 +159,7 @@ impl<'scope> Scope<'scope> {
         U: Send + Sync + 'static,
         J: Body + OwnPreconditions + Keeps<U> + 'scope,
     {
-        self.state.pending.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as in `launch_inner`.
-        let group = unsafe { Group::new::<ScopeState>(&self.state) };
+        let group = self.member();
         // SAFETY: as in `launch_inner`.
         let node = unsafe { (self.handle).launch_node_own(placement, body, Some(group), None) };
         Future::of_task(node)

@@ -171,16 +171,12 @@ impl WorkerCtx {
     }
 
     fn has_work(&self) -> bool {
-        let shared = &*self.shared;
         self.sources.iter().any(|s| s.has_work())
             || !self.pinned.borrow().is_empty()
             || !self.deque.is_empty()
             || !self.jobs.is_empty()
-            || shared.job_stealers.iter().any(|s| !s.is_empty())
-            || !shared.inboxes[self.index].is_empty()
-            || !shared.injector.is_empty()
-            || shared.stealers.iter().any(|s| !s.is_empty())
-            || shared.closed.load(Ordering::SeqCst)
+            || self.work_visible()
+            || self.shared.closed.load(Ordering::SeqCst)
     }
 
     fn cancel_own(&self) {

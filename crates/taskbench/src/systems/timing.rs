@@ -12,6 +12,10 @@ use tactor::job::Exchange;
 use tactor::Runtime;
 use taskbench_core::plan::tasks_executed_on_this_thread;
 
+/// A warm-up pass and a timed one. Under Miri one pass: the timed pass runs the warm-up's code
+/// again, and Miri's time is the largest part of the test run.
+const PASSES: usize = if cfg!(miri) { 1 } else { 2 };
+
 /// A warm-up pass and a timed pass of `pass` (which returns when every task of the pass has
 /// run; it runs in a task on a worker, where its waits suspend it), with the tasks the
 /// workers validated during the timed one. On several ranks (`remote`) each pass is a round
@@ -24,9 +28,7 @@ pub fn passes(
 ) -> Result<Pass, RunError> {
     let pass = Mutex::new(pass);
     let mut last = None;
-    // Under Miri one pass: the timed pass runs the warm-up's code again, and Miri's time is
-    // the largest part of the test run.
-    for _pass in 0..if cfg!(miri) { 1 } else { 2 } {
+    for _pass in 0..PASSES {
         let before = executed(rt)?;
         let timed = || timed_on_worker(rt, &pass);
         let elapsed = match remote {
@@ -48,13 +50,13 @@ pub fn passes_here(
     pin: bool,
     mut pass: impl FnMut() -> Result<(), RunError>,
 ) -> Result<Pass, RunError> {
-    if let Some(core) = core_affinity::get_core_ids().and_then(|c| c.first().copied()) {
-        if pin {
-            core_affinity::set_for_current(core);
+    if let Some(cores) = pin.then(core_affinity::get_core_ids).flatten() {
+        if let Some(&first) = cores.first() {
+            core_affinity::set_for_current(first);
         }
     }
     let mut last = None;
-    for _pass in 0..if cfg!(miri) { 1 } else { 2 } {
+    for _pass in 0..PASSES {
         let before = tasks_executed_on_this_thread();
         let start = Instant::now();
         pass()?;
