@@ -10,10 +10,11 @@
 //! as the error. A replay stays exactly
 //! what the recording analysed, or fails: never a silent wrong answer.
 
-use super::access::{Read, ReadList};
+use super::access::{constant, Access, Read, ReadList};
 use super::region::{Cell, Constant};
+use super::replicated::Replicated;
 use super::trace::{Extra, Index, TaskKind, Typed};
-use super::{check_kept, declared_job, Access, Program};
+use super::{check_kept, declared_job, Program};
 use crate::runtime::Placement;
 use std::any::TypeId;
 use std::marker::PhantomData;
@@ -242,5 +243,139 @@ impl Program {
             };
             self.issue(kind, placement, declared, job, None, extra);
         }
+    }
+}
+
+impl Replicated {
+    /// Launches `points` tasks at once over the job, as [`Program::index_launch`] does in one
+    /// process: point `i` runs `task(&shared, arg, i, refs)` on the rank `project(shared, arg,
+    /// i)` names (on whichever of its workers is free, as [`Replicated::launch_on_rank`]),
+    /// with the accesses it gives, after the copies its reads need. `shared` is a constant of
+    /// this program ([`Replicated::constant`]), made by every rank alike.
+    ///
+    /// In a job of one this is the program's own index launch, so a traced replay costs the
+    /// issuing thread about one launch however many points it has. On several ranks every
+    /// rank projects every point on the issuing thread (each keeps the same record of where
+    /// the regions' versions are) and launches its own.
+    ///
+    /// ```
+    /// use tactor::implicit::{read, write, Region, Replicated};
+    /// use tactor::{job::Job, Runtime};
+    ///
+    /// let job = Job::launched().unwrap(); // a job of one here; under mpirun, the launcher's
+    /// let rt = job.runtime(Runtime::builder().workers(2).pin(false)).unwrap();
+    /// let mut p = Replicated::new(&rt.handle(), &job);
+    /// let ranks = job.ranks();
+    /// let cells: Vec<Region<u64>> = (0..4).map(|i| p.region(0, i)).collect();
+    /// let sums: Vec<Region<u64>> = (0..4).map(|_| p.region(0, 0)).collect();
+    /// let shared = p.constant((cells.clone(), sums.clone()));
+    /// p.index_launch(4, &shared, 10u64, move |c, _, i| {
+    ///     let (cells, sums) = c.get();
+    ///     let (i, next) = (i as usize, (i as usize + 1) % 4);
+    ///     (i % ranks, ((read(&cells[i]), read(&cells[next])), write(&sums[i])))
+    /// }, |_, ten, _, ((a, b), s)| *s = ten * (a + b));
+    /// assert_eq!(p.with(&sums[3], |s| *s).unwrap(), 30);
+    /// ```
+    ///
+    /// # Panics
+    /// As [`Replicated::launch_on_rank`], for any point (in a job of one, a point placed on
+    /// another rank fails as its task would).
+    #[track_caller]
+    pub fn index_launch<S, X, A, P, F>(
+        &mut self,
+        points: u32,
+        shared: &Constant<S>,
+        arg: X,
+        project: P,
+        task: F,
+    ) where
+        S: Send + Sync + 'static,
+        X: Copy + Send + Sync + 'static,
+        A: Access,
+        P: Fn(ConstRef<'_, S>, X, u32) -> (usize, A) + Send + Sync + 'static,
+        F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
+    {
+        if self.job().ranks() == 1 {
+            // Nothing to copy; a reduction group of earlier launches closes first, and the
+            // points' own reductions are the program's.
+            self.close_all();
+            let on_this_rank = move |c: ConstRef<'_, S>, x: X, i: u32| {
+                let (rank, access) = project(c, x, i);
+                assert_eq!(rank, 0, "point {i} placed on rank {rank} of a job of one");
+                (Placement::Any, access)
+            };
+            return self
+                .program
+                .index_launch(points, shared, arg, on_this_rank, task);
+        }
+        self.program.check_own(&shared.0);
+        let program = self.program.id;
+        let c = || ConstRef(&**shared, program, PhantomData);
+        let (me, ranks) = (self.job().rank(), self.job().ranks());
+        // Every point's rank and accesses, for the record every rank keeps.
+        let mut declared = std::mem::take(&mut self.declared);
+        declared.clear();
+        let mut ends = Vec::with_capacity(points as usize);
+        let mut conflict = false;
+        for i in 0..points {
+            let (rank, access) = project(c(), arg, i);
+            assert!(
+                rank < ranks,
+                "point {i} placed on rank {rank}, not one of the job's {ranks} ranks"
+            );
+            let start = declared.len();
+            access.declare(&mut declared);
+            conflict |= self.conflicts(i, &declared[start..], i == 0);
+            ends.push((rank, declared.len()));
+        }
+        let point = |i: usize| {
+            let start = i.checked_sub(1).map_or(0, |j| ends[j].1);
+            (ends[i].0, &declared[start..ends[i].1])
+        };
+        let mine: Vec<u32> = (0..points).filter(|&i| ends[i as usize].0 == me).collect();
+        let lo = mine.first().copied().unwrap_or(0);
+        if conflict {
+            // Points that touch each other's regions are separate launches, in order.
+            self.declared = declared;
+            let task = Arc::new(task);
+            for i in 0..points {
+                let (rank, access) = project(c(), arg, i);
+                let f = task.clone();
+                self.launch_on_rank(rank, (constant(shared), access), move |(s, refs)| {
+                    f(s, arg, i, refs)
+                });
+            }
+            return;
+        }
+        for i in 0..points as usize {
+            let (rank, d) = point(i);
+            self.prepare(d, rank, Placement::Any);
+        }
+        if mine
+            .last()
+            .is_some_and(|&hi| hi - lo + 1 == mine.len() as u32)
+        {
+            // This rank's points are a run of the index space: one index launch of them.
+            self.program.index_launch(
+                mine.len() as u32,
+                shared,
+                (arg, lo),
+                move |c, (x, lo), j| (Placement::Any, project(c, x, lo + j).1),
+                move |s, (x, lo), j, refs| task(s, x, lo + j, refs),
+            );
+        } else {
+            let task = Arc::new(task);
+            for &i in &mine {
+                let access = (constant(shared), project(c(), arg, i).1);
+                let f = task.clone();
+                let run = move |(s, refs): (&S, A::Ref<'_>)| f(s, arg, i, refs);
+                self.program.launch(Placement::Any, access, run);
+            }
+        }
+        for i in 0..points as usize {
+            let (rank, d) = point(i);
+            self.settle(d, rank, Placement::Any);
+        }
+        self.declared = declared;
     }
 }

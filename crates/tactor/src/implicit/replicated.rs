@@ -4,7 +4,7 @@
 //! ([`Replicated`]).
 
 use super::access::{Access, Declared, Mode};
-use super::region::{OpId, Partials, Region};
+use super::region::{Constant, OpId, Partials, Region};
 use super::{Program, TraceError};
 use crate::job::rendezvous::Rendezvous;
 use crate::job::{Job, OpenPort, Wire};
@@ -64,6 +64,9 @@ struct Shard {
     group: Option<Group>,
     /// How this region's copies are launched (its type is known only here).
     copies: Box<dyn Copies>,
+    /// The last index launch that touched it (its number), the point, and whether a point
+    /// wrote it: how an index launch finds points that conflict.
+    touched: (u64, u32, bool),
 }
 
 /// A reduction group whose tasks may run on several ranks: each rank that reduces keeps a
@@ -241,17 +244,21 @@ const PORT: u16 = crate::job::PORT_IMPLICIT;
 /// assert_eq!(p.with(&total, |t| *t).unwrap(), expect);
 /// ```
 pub struct Replicated {
-    program: Program,
+    pub(super) program: Program,
     job: Arc<Job>,
     /// Workers per rank (every rank runs as many).
     local: usize,
     shards: Vec<Option<Shard>>,
     inbox: Arc<Inbox>,
-    declared: Vec<Declared>,
+    pub(super) declared: Vec<Declared>,
     /// Copies this rank took part in (sent or received).
     copies: u64,
     /// Copies this rank sent.
     sent: i64,
+    /// Regions whose reduction group may be open (some may have closed since).
+    open: Vec<u32>,
+    /// Index launches over several ranks so far.
+    index_launches: u64,
     _port: OpenPort,
 }
 
@@ -291,6 +298,8 @@ impl Replicated {
             declared: Vec::new(),
             copies: 0,
             sent: 0,
+            open: Vec::new(),
+            index_launches: 0,
             _port: port,
         }
     }
@@ -321,8 +330,16 @@ impl Replicated {
             home: (self.rank_of(worker), Placement::Worker(worker % self.local)),
             group: None,
             copies: Box::new(Typed(r.clone())),
+            touched: (0, 0, false),
         });
         r
+    }
+
+    /// A constant holding `value` ([`Program::constant`]): what the points of an
+    /// [`index_launch`](Replicated::index_launch) share. Every rank makes it, with the same
+    /// value (each reads its own).
+    pub fn constant<T: Send + Sync + 'static>(&mut self, value: T) -> Constant<T> {
+        self.program.constant(value)
     }
 
     /// Launches `task` on job-wide worker `worker` (on the rank that owns it; the others
@@ -391,7 +408,18 @@ impl Replicated {
         let mut declared = std::mem::take(&mut self.declared);
         declared.clear();
         access.declare(&mut declared);
-        for d in &declared {
+        self.prepare(&declared, rank, at);
+        if rank == self.job.rank() {
+            self.program.launch(at, access, task);
+        }
+        self.settle(&declared, rank, at);
+        self.declared = declared;
+    }
+
+    /// What a launch with accesses `declared` on `rank` needs before it: the copies its reads
+    /// need, its rank's part in the groups it reduces to.
+    pub(super) fn prepare(&mut self, declared: &[Declared], rank: usize, at: Placement) {
+        for d in declared {
             match d.mode {
                 Mode::Read | Mode::ReadWrite => {
                     self.close(d.region.index);
@@ -403,10 +431,12 @@ impl Replicated {
                 Mode::Constant => {}
             }
         }
-        if rank == self.job.rank() {
-            self.program.launch(at, access, task);
-        }
-        for d in &declared {
+    }
+
+    /// What a launch with accesses `declared` on `rank` leaves: the only holder of the
+    /// regions it writes.
+    pub(super) fn settle(&mut self, declared: &[Declared], rank: usize, at: Placement) {
+        for d in declared {
             if matches!(d.mode, Mode::Write | Mode::ReadWrite) {
                 let shard = self.shard(d.region.index);
                 shard.version += 1;
@@ -415,7 +445,6 @@ impl Replicated {
                 shard.home = (rank, at);
             }
         }
-        self.declared = declared;
     }
 
     fn shard(&mut self, region: u32) -> &mut Shard {
@@ -444,6 +473,9 @@ impl Replicated {
             .get_mut(region as usize)
             .and_then(Option::as_mut)
             .expect("a region of this replicated program");
+        if shard.group.is_none() {
+            self.open.push(region);
+        }
         let group = shard.group.get_or_insert_with(|| {
             let mut keeps = vec![None; ranks];
             keeps[shard.home.0] = Some(shard.home.1);
@@ -469,6 +501,43 @@ impl Replicated {
         if rank == me {
             shard.copies.reset(&mut self.program, at, partials);
         }
+    }
+
+    /// Closes every reduction group still open.
+    pub(super) fn close_all(&mut self) {
+        while let Some(region) = self.open.pop() {
+            self.close(region);
+        }
+    }
+
+    /// Whether point `point` of the index launch under way, with accesses `declared`, writes
+    /// a region another of its points accesses, or accesses one another wrote (each point's
+    /// accesses in turn; `first` for the launch's first point).
+    pub(super) fn conflicts(&mut self, point: u32, declared: &[Declared], first: bool) -> bool {
+        if first {
+            self.index_launches += 1;
+        }
+        let now = self.index_launches;
+        let mut conflict = false;
+        for d in declared
+            .iter()
+            .filter(|d| !matches!(d.mode, Mode::Constant))
+        {
+            let write = !matches!(d.mode, Mode::Read);
+            let t = &mut self.shard(d.region.index).touched;
+            if t.0 == now && t.1 != point {
+                conflict |= write || t.2;
+            } else if t.0 != now {
+                *t = (now, point, false);
+            }
+            t.2 |= write;
+        }
+        conflict
+    }
+
+    /// The job the program is replicated over.
+    pub(super) fn job(&self) -> &Arc<Job> {
+        &self.job
     }
 
     /// Closes `region`'s reduction group, if one is open: every rank that keeps a partial
