@@ -50,6 +50,12 @@ group_b() {
   local start=$SECONDS
   cargo +nightly miri test --locked -p tactor --no-default-features --test api --test forkjoin --test implicit_outside \
     --test future
+  # A replicated program's index launches over in-process ranks and its eager copies, whose
+  # sends read a region at the end of its writer's job (session 42: ~70 + ~18 s of wall
+  # time; the rest of tests/replicated.rs takes minutes under Miri and has no unsafe code
+  # of its own to check).
+  cargo +nightly miri test --locked -p tactor --no-default-features --test replicated_index \
+    --test replicated -- index_launches eager
   # Task Bench's unit tests include a small run of each system with unsafe code of its own
   # (slots, edges, the compiled chunks); the others are safe programs on Tactor calls that
   # Tactor's tests check under Miri above. One test process for all of them: a run of the

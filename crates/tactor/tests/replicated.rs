@@ -261,3 +261,50 @@ fn injected_faults_act_on_the_one_copy_they_are_due_for() {
     });
     assert_eq!(slow, [[0, 7, 1, 7, 2, 7], [0, 7, 1, 7, 2, 7]]);
 }
+
+/// A rank that read a region's last versions is sent the next ones as their writer ends (an
+/// eager copy); one that stops reading is sent one more it never reads, then no more. Every
+/// rank still reads the right values, untraced and in traces whose launches, copies
+/// included, stay the same from one execution to the next.
+#[test]
+fn eager_copies_follow_their_readers_and_stop_when_they_stop() {
+    use tactor::implicit::read_write;
+    let steps: u64 = if cfg!(miri) { 6 } else { 20 };
+    for traced in [false, true] {
+        let runs = Job::run_in_process(2, 1, |rt, job| {
+            let mut p = Replicated::new(rt, job);
+            let x = p.region(0, 0u64);
+            let seen = p.region(1, 0u64);
+            let after = p.region(0, 0u64);
+            for k in 0..steps {
+                if traced && k >= 2 {
+                    p.begin_trace(u64::from(k < steps / 2)).unwrap();
+                }
+                p.launch(0, read_write(&x), move |x| *x += k);
+                if k < steps / 2 {
+                    // Rank 1 reads every version of the first half, then none.
+                    p.launch(1, (read(&x), read_write(&seen)), |(x, s)| *s += *x);
+                } else {
+                    p.launch(0, (read(&x), read_write(&after)), |(x, a)| *a += *x);
+                }
+                if traced && k >= 2 {
+                    p.end_trace().unwrap();
+                }
+            }
+            let got = [&x, &seen, &after].map(|r| p.with(r, |v| *v).unwrap());
+            (got, p.copies())
+        });
+        let prefix = |k: u64| k * (k + 1) / 2;
+        let half = steps / 2;
+        let seen: u64 = (0..half).map(prefix).sum();
+        let after: u64 = (half..steps).map(prefix).sum();
+        for (rank, run) in runs.into_iter().enumerate() {
+            let (got, copies) = run.unwrap();
+            let what = format!("rank {rank}, traced {traced}");
+            assert_eq!(got, [prefix(steps - 1), seen, after], "{what}");
+            // A copy of each version read (the first half), one eager copy nobody read,
+            // and the three copies `with` makes of the last values to the other rank.
+            assert_eq!(copies, half + 1 + 3, "{what}");
+        }
+    }
+}

@@ -205,8 +205,9 @@ fn styles_matrix_on_two_and_three_ranks() {
 #[test]
 fn auto_matrix_on_two_and_three_ranks() {
     matrix("auto");
-    // Long enough for automatic tracing to find the repeating fragment (sends and receives
-    // included) and replay it, on every rank: fragments are 256 launches or more.
+    // Long enough for automatic tracing to find the repeating fragment (the copies the
+    // runtime inserts included) and replay it, on every rank: fragments are 256 launches or
+    // more.
     same_as_one_process("auto", 2, 1, "-steps 600 -width 4 -type stencil_1d");
     same_as_one_process(
         "auto",
@@ -231,20 +232,6 @@ fn sharded_matrix_on_two_and_three_ranks() {
             "-steps 150 -width 9 -type random_nearest -radix 4 -and -steps 100 -width 5 -type stencil_1d",
         );
     }
-}
-
-/// `replicated` has no exchange code: the runtime derives its copies between ranks (over TCP
-/// without shared memory and with faults: with the others, `RANK_SYSTEMS`).
-#[test]
-fn replicated_matrix_on_two_and_three_ranks() {
-    matrix("replicated");
-    // Long enough for automatic tracing to find the repeating fragment on every rank.
-    same_as_one_process(
-        "replicated",
-        3,
-        1,
-        "-steps 600 -width 6 -type nearest -radix 3",
-    );
 }
 
 #[test]
@@ -295,19 +282,10 @@ fn bad_flags_are_reported_once() {
 }
 
 /// Systems that run on ranks: every system with exchange code of its own (`parfor` exchanges
-/// as `forkjoin` does, `futures-barrier` as `futures`), and `sharded` and `replicated`, whose
-/// messages the runtime sends (the faults injected there).
-const RANK_SYSTEMS: [&str; 10] = [
-    "bsp",
-    "tasks",
-    "compiled",
-    "sharded",
-    "implicit",
-    "traced",
-    "auto",
-    "forkjoin",
-    "futures",
-    "replicated",
+/// as `forkjoin` does, `futures-barrier` as `futures`), and `sharded`, `implicit`, `traced`
+/// and `auto`, whose messages the runtime sends (the faults injected there).
+const RANK_SYSTEMS: [&str; 9] = [
+    "bsp", "tasks", "compiled", "sharded", "implicit", "traced", "auto", "forkjoin", "futures",
 ];
 
 /// Ranks that cannot share memory, as on two hosts: no node-local rings

@@ -14,12 +14,15 @@ use super::access::{constant, Access, Read, ReadList};
 use super::region::{Cell, Constant};
 use super::replicated::Replicated;
 use super::trace::{Extra, Index, TaskKind, Typed};
-use super::{check_kept, declared_job, Program};
+use super::{check_kept, Program};
 use crate::runtime::Placement;
 use std::any::TypeId;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// What a task runs as it ends: its eager copies (`Replicated::eager`).
+type Sends = Box<dyn FnOnce() + Send>;
 
 /// The recording a replay's shared job compares its points with.
 struct Recording(NonNull<Typed>);
@@ -181,6 +184,28 @@ impl Program {
         P: Fn(ConstRef<'_, S>, X, u32) -> (Placement, A) + Send + Sync + 'static,
         F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
     {
+        self.index_launch_then(points, shared, arg, project, task, |_, _, _| {});
+    }
+
+    /// [`Program::index_launch`], each point's job also running `then(&shared, arg, i)` after
+    /// its task, once the task's references are gone (see [`Program::launch_then`]).
+    #[track_caller]
+    pub(super) fn index_launch_then<S, X, A, P, F, T>(
+        &mut self,
+        points: u32,
+        shared: &Constant<S>,
+        arg: X,
+        project: P,
+        task: F,
+        then: T,
+    ) where
+        S: Send + Sync + 'static,
+        X: Copy + Send + Sync + 'static,
+        A: Access,
+        P: Fn(ConstRef<'_, S>, X, u32) -> (Placement, A) + Send + Sync + 'static,
+        F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
+        T: Fn(&S, X, u32) + Send + Sync + 'static,
+    {
         self.check_own(&shared.0);
         let env = Env::of(shared);
         let program = self.id;
@@ -205,7 +230,8 @@ impl Program {
                     // just above), which the recording analysed (and checked distinct): this
                     // job runs where that analysis ordered it.
                     let refs = unsafe { access.get() };
-                    task(s, arg, i, refs)
+                    task(s, arg, i, refs);
+                    then(s, arg, i);
                 });
                 self.launched += u64::from(points);
                 // An index launch is often a whole timestep: let the worker's vertices run
@@ -218,7 +244,7 @@ impl Program {
         }
         let kind = TaskKind::of::<F>();
         let project_kind = TypeId::of::<P>();
-        let task = Arc::new(task);
+        let task = Arc::new((task, then));
         for i in 0..points {
             // SAFETY: the program that owns the constant is this one (checked above), alive.
             let (placement, access) =
@@ -228,10 +254,16 @@ impl Program {
             self.launched += 1;
             let mut declared = std::mem::take(&mut self.declared);
             let f = task.clone();
-            let job = declared_job(&mut declared, access, move |refs| {
-                // SAFETY: this runs as a task of the program that owns the constant.
-                f(unsafe { env.get() }, arg, i, refs)
-            });
+            declared.clear();
+            access.declare(&mut declared);
+            let job = move || {
+                // SAFETY: as `declared_job`'s: the job runs only as the program issued it,
+                // after its analysis; and it runs as a task of the program that owns the
+                // constant.
+                let (refs, s) = unsafe { (access.get(), env.get()) };
+                (f.0)(s, arg, i, refs);
+                (f.1)(s, arg, i);
+            };
             let index = Index {
                 point: i,
                 points,
@@ -351,25 +383,47 @@ impl Replicated {
             let (rank, d) = point(i);
             self.prepare(d, rank, Placement::Any);
         }
+        // What each of this rank's points sends as it ends (its eager copies).
+        let mut sends: Vec<_> = (0..points as usize)
+            .filter_map(|i| {
+                let (rank, d) = point(i);
+                let sends = self.eager(d, rank);
+                (rank == me).then_some(sends)
+            })
+            .collect();
         if mine
             .last()
             .is_some_and(|&hi| hi - lo + 1 == mine.len() as u32)
         {
-            // This rank's points are a run of the index space: one index launch of them.
-            self.program.index_launch(
+            // This rank's points are a run of the index space: one index launch of them, each
+            // point taking its sends from a table (so that the launch is the same with them or
+            // without, as a trace compares it).
+            let sends: Arc<[Mutex<Option<Sends>>]> = sends.into_iter().map(Mutex::new).collect();
+            self.program.index_launch_then(
                 mine.len() as u32,
                 shared,
                 (arg, lo),
                 move |c, (x, lo), j| (Placement::Any, project(c, x, lo + j).1),
                 move |s, (x, lo), j, refs| task(s, x, lo + j, refs),
+                move |_, _, j| {
+                    let send = sends[j as usize].lock().map(|mut s| s.take());
+                    if let Some(send) = send.unwrap_or_else(|p| p.into_inner().take()) {
+                        send();
+                    }
+                },
             );
         } else {
             let task = Arc::new(task);
-            for &i in &mine {
+            for (&i, send) in mine.iter().zip(sends.iter_mut()) {
                 let access = (constant(shared), project(c(), arg, i).1);
-                let f = task.clone();
+                let (f, send) = (task.clone(), send.take());
                 let run = move |(s, refs): (&S, A::Ref<'_>)| f(s, arg, i, refs);
-                self.program.launch(Placement::Any, access, run);
+                self.program
+                    .launch_then(Placement::Any, access, run, move || {
+                        if let Some(send) = send {
+                            send();
+                        }
+                    });
             }
         }
         for i in 0..points as usize {

@@ -213,6 +213,18 @@ impl Program {
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
+        self.launch_then(placement, access, task, || {});
+    }
+
+    /// [`Program::launch`], the task's job also running `then` after `task`, once the task's
+    /// references are gone (what a replicated program's eager copies read the regions with).
+    #[track_caller]
+    pub(super) fn launch_then<A, F, T>(&mut self, placement: Placement, access: A, task: F, then: T)
+    where
+        A: Access,
+        F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+        T: FnOnce() + Send + 'static,
+    {
         check_kept(&access, self.id);
         self.check_placement(placement);
         self.launched += 1;
@@ -237,12 +249,17 @@ impl Program {
                         // closures exist (`Arena::keep`), nothing changes them
                         // (`trace::Typed`), and the recording this launch matched was
                         // analysed.
-                        arena.push(unsafe { pointing(NonNull::from(recorded), task) });
+                        let job = unsafe { pointing(NonNull::from(recorded), task) };
+                        arena.push(move || {
+                            job();
+                            then();
+                        });
                     }
                     None => arena.push(move || {
                         // SAFETY: as below; the recording this launch matched was analysed.
                         let refs = unsafe { access.get() };
-                        task(refs)
+                        task(refs);
+                        then();
                     }),
                 }
                 self.since_relax += 1;
@@ -264,6 +281,10 @@ impl Program {
             // arena's closures exist (`Arena::keep`), nothing changes it, and its jobs run
             // after its analysis.
             let job = unsafe { pointing(NonNull::from(&*typed), task) };
+            let job = move || {
+                job();
+                then();
+            };
             let extra = trace::Extra {
                 typed: Some(typed),
                 index: None,
@@ -271,6 +292,10 @@ impl Program {
             self.issue(kind, placement, declared, job, None, extra);
         } else {
             let job = declared_job(&mut declared, access, task);
+            let job = move || {
+                job();
+                then();
+            };
             self.issue(
                 kind,
                 placement,

@@ -2,7 +2,7 @@
 //! comes first waits in the table for the other. What `Spmd` and `implicit::Replicated`
 //! receive through.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 
@@ -15,6 +15,8 @@ pub(crate) struct Rendezvous<K> {
 }
 
 struct Table<K> {
+    /// Keyed by small integers a job makes itself (no one chooses them to collide): a fast
+    /// hash, not a keyed one.
     waiting: HashMap<K, Opener>,
     early: HashMap<K, Vec<u8>>,
     /// Set once a rank failed: what is still expected then never comes.
@@ -25,8 +27,8 @@ impl<K: Hash + Eq> Default for Rendezvous<K> {
     fn default() -> Self {
         Rendezvous {
             table: Mutex::new(Table {
-                waiting: HashMap::new(),
-                early: HashMap::new(),
+                waiting: HashMap::default(),
+                early: HashMap::default(),
                 failed: None,
             }),
         }

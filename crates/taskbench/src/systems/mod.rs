@@ -12,7 +12,6 @@ mod implicit;
 pub mod interface;
 mod on_tactor;
 mod parfor;
-mod replicated;
 mod serial;
 mod sharded;
 pub mod shared;
@@ -26,9 +25,8 @@ pub use bsp::Bsp;
 pub use compiled::Compiled;
 pub use forkjoin::ForkJoin;
 pub use futures::Futures;
-pub use implicit::Implicit;
+pub use implicit::{Implicit, Style};
 pub use parfor::ParFor;
-pub use replicated::Replicated;
 pub use serial::Serial;
 pub use sharded::Sharded;
 pub use tasks::Tasks;
@@ -47,10 +45,9 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(Tasks),
         Box::new(Compiled),
         Box::new(Sharded),
-        Box::new(Implicit::PLAIN),
-        Box::new(Implicit::TRACED),
-        Box::new(Implicit::AUTO),
-        Box::new(Replicated),
+        Box::new(Implicit(Style::Plain)),
+        Box::new(Implicit(Style::Traced)),
+        Box::new(Implicit(Style::Auto)),
         Box::new(ForkJoin),
         Box::new(Futures { barrier: false }),
         Box::new(Futures { barrier: true }),
@@ -68,8 +65,9 @@ mod tests {
     use super::{by_name, RunConfig};
     use taskbench_core::app::App;
 
-    /// The systems with unsafe code of their own (slots, edges, compiled chunks), on two small
-    /// graphs with two workers, every task validated and counted. Its reason to be is Miri
+    /// The systems with unsafe code of their own (slots, edges, compiled chunks), and
+    /// `implicit` (the runtime's index launches, whose jobs reach the program's constant
+    /// unchecked), on two small graphs with two workers, every task validated and counted. Its reason to be is Miri
     /// (`scripts/miri.sh` runs this crate's unit tests): one process for all of them, where a
     /// run of the binary per system spent most of its time in Miri starting the binary.
     #[test]

@@ -3,54 +3,16 @@
 //! worker it names, and the runtime inserts the copies its declared accesses need
 //! ([`Replicated`]).
 
+mod copies;
+
 use super::access::{Access, Declared, Mode};
-use super::region::{Constant, OpId, Partials, Region};
+use super::region::{Constant, OpId, Region};
 use super::{Program, TraceError};
-use crate::job::rendezvous::Rendezvous;
 use crate::job::{Job, OpenPort, Wire};
-use crate::{Event, Handle, Placement, TaskFailed, UserEvent};
+use crate::{Event, Handle, Placement, TaskFailed};
+use copies::{dest, Copies, Inbox, Typed, HEADER, PORT};
 use std::any::Any;
-use std::sync::{Arc, Mutex, PoisonError};
-
-/// Which copy a message carries: the region, the version of it, and the rank that sent it
-/// (the partial results of a reduction are of one version, from several ranks).
-type Key = (u32, u64, u32);
-
-/// Copies that arrived, or that a launch waits for (the job's [`Rendezvous`]): a waiting
-/// launch's slot takes the bytes and triggers its event.
-#[derive(Default)]
-struct Inbox(Rendezvous<Key>);
-
-struct Slot {
-    arrived: UserEvent,
-    data: Mutex<Option<Vec<u8>>>,
-}
-
-impl Inbox {
-    /// The slot of a copy this rank waits for, and the event of its arrival (poisoned if a
-    /// rank failed before it came).
-    fn expect(&self, key: Key) -> (Arc<Slot>, Event) {
-        let slot = Arc::new(Slot {
-            arrived: UserEvent::new(),
-            data: Mutex::new(None),
-        });
-        let arrived = slot.arrived.event();
-        let fill = slot.clone();
-        self.0.expect(
-            key,
-            Box::new(move |got| match got {
-                Ok(data) => {
-                    *fill.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
-                    let _ = fill.arrived.trigger();
-                }
-                Err(why) => {
-                    let _ = fill.arrived.poison(why);
-                }
-            }),
-        );
-        (slot, arrived)
-    }
-}
+use std::sync::Arc;
 
 /// What a rank records of one region.
 struct Shard {
@@ -64,6 +26,14 @@ struct Shard {
     group: Option<Group>,
     /// How this region's copies are launched (its type is known only here).
     copies: Box<dyn Copies>,
+    /// Ranks, other than its writer's, that read its last versions: the task that writes the
+    /// next version sends it to them as it ends, with no task of its own (an eager copy).
+    followers: Vec<usize>,
+    /// The ranks the latest version was sent to eagerly.
+    eager: Vec<usize>,
+    /// On one of those: where the eager copy of the latest version arrives, until a task
+    /// here reads it.
+    coming: Option<(Arc<copies::Slot>, Event)>,
     /// The last index launch that touched it (its number), the point, and whether a point
     /// wrote it: how an index launch finds points that conflict.
     touched: (u64, u32, bool),
@@ -81,127 +51,6 @@ struct Group {
     /// value when the group opened always has one: the value itself).
     keeps: Vec<Option<Placement>>,
 }
-
-/// The typed launches of a region's copies.
-trait Copies: Send {
-    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Dest);
-    fn receive(&self, p: &mut Program, at: Placement, arrived: Event, slot: Arc<Slot>);
-    /// Sets this rank's replica to the reduction's identity: its partial result starts there.
-    fn reset(&self, p: &mut Program, at: Placement, partials: &dyn Any);
-    /// Folds every rank's partial into this rank's replica once all arrived, in rank order:
-    /// `parts[r]` is `None` for this rank's own partial (the replica's value).
-    fn fold(
-        &self,
-        p: &mut Program,
-        at: Placement,
-        arrived: Event,
-        parts: Vec<Option<Arc<Slot>>>,
-        partials: &dyn Any,
-    );
-}
-
-/// The reduction's `Partials` for `T`, from a group's box.
-fn partials_of<T: 'static>(partials: &dyn Any) -> Partials<T> {
-    *partials
-        .downcast_ref::<Partials<T>>()
-        .expect("a reduction's partials are of its region's type")
-}
-
-/// The bytes that arrived in `slot`.
-fn arrived_bytes(slot: &Slot) -> Vec<u8> {
-    slot.data
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take()
-        .expect("a copy that arrived has its bytes")
-}
-
-struct Typed<T>(Region<T>);
-
-impl<T: Wire> Copies for Typed<T> {
-    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Dest) {
-        let job = job.clone();
-        p.launch(at, super::read(&self.0), move |v: &T| {
-            let Dest { rank, key, fault } = to;
-            let mut bytes = crate::job::buffer(HEADER);
-            bytes.extend_from_slice(&key.0.to_le_bytes());
-            bytes.extend_from_slice(&key.1.to_le_bytes());
-            bytes.extend_from_slice(&key.2.to_le_bytes());
-            v.encode(&mut bytes);
-            if let Some(fault) = fault {
-                fault.act(&mut bytes[HEADER..]);
-            }
-            // The channel of the worker it runs on: its own, uncontended.
-            let channel = crate::current_worker().unwrap_or(0);
-            job.send(channel, rank, PORT, bytes);
-        });
-    }
-
-    fn receive(&self, p: &mut Program, at: Placement, arrived: Event, slot: Arc<Slot>) {
-        p.launch_after(&arrived, at, super::write(&self.0), move |v: &mut T| {
-            v.decode(&arrived_bytes(&slot))
-        });
-    }
-
-    fn reset(&self, p: &mut Program, at: Placement, partials: &dyn Any) {
-        let ops = partials_of::<T>(partials);
-        p.launch(at, super::write(&self.0), move |v: &mut T| {
-            *v = (ops.identity)()
-        });
-    }
-
-    fn fold(
-        &self,
-        p: &mut Program,
-        at: Placement,
-        arrived: Event,
-        parts: Vec<Option<Arc<Slot>>>,
-        partials: &dyn Any,
-    ) {
-        let ops = partials_of::<T>(partials);
-        p.launch_after(
-            &arrived,
-            at,
-            super::read_write(&self.0),
-            move |v: &mut T| {
-                let mut own = Some(std::mem::replace(v, (ops.identity)()));
-                for part in &parts {
-                    let partial = match part {
-                        None => own.take().expect("one partial of this rank's own"),
-                        Some(slot) => {
-                            let mut t = (ops.identity)();
-                            t.decode(&arrived_bytes(slot));
-                            t
-                        }
-                    };
-                    (ops.fold)(v, partial);
-                }
-            },
-        );
-    }
-}
-
-/// Where a copy goes: the rank, the key it arrives under, and the fault a test injects into
-/// it ([`Job::inject`]), if it is the send that fault is due for.
-#[derive(Clone, Copy)]
-struct Dest {
-    rank: usize,
-    key: Key,
-    fault: Option<crate::job::Fault>,
-}
-
-/// Where the next copy `job`'s rank sends (the `sent`th) goes, with the fault it carries.
-fn dest(job: &Job, sent: &mut i64, rank: usize, key: Key) -> Dest {
-    let fault = job.fault_due(*sent);
-    *sent += 1;
-    Dest { rank, key, fault }
-}
-
-/// A copy's header: the region (4 bytes), the version (8) and the sender (4).
-const HEADER: usize = 16;
-
-/// The port of replicated programs' copies (one such program at a time per process).
-const PORT: u16 = crate::job::PORT_IMPLICIT;
 
 /// An implicit [`Program`] replicated over the ranks of a [`Job`] (control replication):
 /// every rank runs the same program and issues the same launches; each launch runs on the
@@ -331,6 +180,9 @@ impl Replicated {
             group: None,
             copies: Box::new(Typed(r.clone())),
             touched: (0, 0, false),
+            followers: Vec::new(),
+            eager: Vec::new(),
+            coming: None,
         });
         r
     }
@@ -409,8 +261,14 @@ impl Replicated {
         declared.clear();
         access.declare(&mut declared);
         self.prepare(&declared, rank, at);
+        let sends = self.eager(&declared, rank);
         if rank == self.job.rank() {
-            self.program.launch(at, access, task);
+            // Sent from the task's job once the task is done with its references.
+            self.program.launch_then(at, access, task, move || {
+                if let Some(send) = sends {
+                    send();
+                }
+            });
         }
         self.settle(&declared, rank, at);
         self.declared = declared;
@@ -430,6 +288,58 @@ impl Replicated {
                 Mode::Write => self.shard(d.region.index).group = None,
                 Mode::Constant => {}
             }
+        }
+    }
+
+    /// Plans the eager copies of the versions that a launch on `rank` with accesses
+    /// `declared` writes, the same on every rank: each goes to the region's followers (a rank
+    /// that was sent the last version eagerly but did not read it stops following). On `rank`,
+    /// returns what the launch's task runs as it ends (the sends); on a follower, expects the
+    /// copy. Called between [`prepare`](Self::prepare) and [`settle`](Self::settle).
+    pub(super) fn eager(
+        &mut self,
+        declared: &[Declared],
+        rank: usize,
+    ) -> Option<Box<dyn FnOnce() + Send>> {
+        let me = self.job.rank();
+        let mut sends = Vec::new();
+        for d in declared {
+            if !matches!(d.mode, Mode::Write | Mode::ReadWrite) {
+                continue;
+            }
+            let region = d.region.index;
+            let shard = (self.shards.get_mut(region as usize))
+                .and_then(Option::as_mut)
+                .expect("a region of this replicated program");
+            let Shard {
+                followers,
+                eager,
+                holds,
+                ..
+            } = shard;
+            followers.retain(|&k| holds[k] || !eager.contains(&k));
+            shard.coming = None;
+            shard.eager.clear();
+            (shard.eager).extend(shard.followers.iter().filter(|&&k| k != rank));
+            if shard.eager.is_empty() {
+                continue;
+            }
+            let key = (region, shard.version + 1, rank as u32);
+            if me == rank {
+                self.copies += shard.eager.len() as u64;
+                let to = (shard.eager.iter())
+                    .map(|&k| dest(&self.job, &mut self.sent, k, key))
+                    .collect();
+                sends.push(shard.copies.eager(&self.job, to));
+            } else if shard.eager.contains(&me) {
+                self.copies += 1;
+                shard.coming = Some(self.inbox.expect(key));
+            }
+        }
+        match sends.len() {
+            0 => None,
+            1 => sends.pop(),
+            _ => Some(Box::new(move || sends.into_iter().for_each(|send| send()))),
         }
     }
 
@@ -482,6 +392,8 @@ impl Replicated {
             // The partials are a version of their own: no copy of the value before the group
             // is mistaken for one of them.
             shard.version += 1;
+            shard.eager.clear();
+            shard.coming = None;
             Group {
                 op,
                 partials: (op.partials)(),
@@ -552,6 +464,9 @@ impl Replicated {
         let Some(group) = shard.group.take() else {
             return;
         };
+        // A version of the group's: no eager copy of an earlier one stands for it.
+        shard.eager.clear();
+        shard.coming = None;
         let holders: Vec<usize> = (0..group.keeps.len())
             .filter(|&r| group.keeps[r].is_some())
             .collect();
@@ -583,7 +498,7 @@ impl Replicated {
             self.copies += 2;
             let key = (region, version, me as u32);
             let to = dest(&self.job, &mut self.sent, r, key);
-            shard.copies.send(&mut self.program, mine, &job, to);
+            shard.copies.send(&mut self.program, mine, &job, Some(to));
             let (slot, arrived) = inbox.expect((region, version, r as u32));
             parts.push(Some(slot));
             arrivals.push(arrived);
@@ -611,13 +526,32 @@ impl Replicated {
         }
         shard.holds[rank] = true;
         let (home, home_at) = shard.home;
+        if shard.eager.contains(&rank) {
+            // The version's writer sent it as it ended. Inside a trace, the home still
+            // launches the send's task (doing nothing): a trace's launches stay the same
+            // whichever copies went eagerly.
+            if me == rank {
+                let (slot, arrived) = (shard.coming.take()).expect("an eager copy comes here");
+                shard.copies.receive(&mut self.program, at, arrived, slot);
+            } else if me == home && self.program.manual_trace_open() {
+                shard
+                    .copies
+                    .send(&mut self.program, home_at, &self.job, None);
+            }
+            return;
+        }
+        if rank != home && !shard.followers.contains(&rank) {
+            shard.followers.push(rank);
+        }
         let key = (region, shard.version, home as u32);
         if me == home || me == rank {
             self.copies += 1;
         }
         if me == home {
             let to = dest(&self.job, &mut self.sent, rank, key);
-            shard.copies.send(&mut self.program, home_at, &self.job, to);
+            shard
+                .copies
+                .send(&mut self.program, home_at, &self.job, Some(to));
         } else if me == rank {
             let (slot, arrived) = self.inbox.expect(key);
             shard.copies.receive(&mut self.program, at, arrived, slot);
