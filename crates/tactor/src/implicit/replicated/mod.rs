@@ -308,9 +308,7 @@ impl Replicated {
                 continue;
             }
             let region = d.region.index;
-            let shard = (self.shards.get_mut(region as usize))
-                .and_then(Option::as_mut)
-                .expect("a region of this replicated program");
+            let shard = shard_in(&mut self.shards, region);
             let Shard {
                 followers,
                 eager,
@@ -358,10 +356,7 @@ impl Replicated {
     }
 
     fn shard(&mut self, region: u32) -> &mut Shard {
-        self.shards
-            .get_mut(region as usize)
-            .and_then(Option::as_mut)
-            .expect("a region of this replicated program")
+        shard_in(&mut self.shards, region)
     }
 
     /// Adds a reduction on `rank` (its worker `local`) to `region`'s group, opening one (or
@@ -378,11 +373,7 @@ impl Replicated {
         }
         let me = self.job.rank();
         let ranks = self.job.ranks();
-        let shard = self
-            .shards
-            .get_mut(region as usize)
-            .and_then(Option::as_mut)
-            .expect("a region of this replicated program");
+        let shard = shard_in(&mut self.shards, region);
         if shard.group.is_none() {
             self.open.push(region);
         }
@@ -456,11 +447,7 @@ impl Replicated {
     /// sends it to the others and folds them all, in rank order, once they arrived.
     fn close(&mut self, region: u32) {
         let me = self.job.rank();
-        let shard = self
-            .shards
-            .get_mut(region as usize)
-            .and_then(Option::as_mut)
-            .expect("a region of this replicated program");
+        let shard = shard_in(&mut self.shards, region);
         let Some(group) = shard.group.take() else {
             return;
         };
@@ -516,11 +503,7 @@ impl Replicated {
     /// `at`, where the task that will read it runs) if it does not.
     fn bring(&mut self, region: u32, rank: usize, at: Placement) {
         let me = self.job.rank();
-        let shard = self
-            .shards
-            .get_mut(region as usize)
-            .and_then(Option::as_mut)
-            .expect("a region of this replicated program");
+        let shard = shard_in(&mut self.shards, region);
         if shard.holds[rank] {
             return;
         }
@@ -650,4 +633,12 @@ impl Replicated {
     pub fn local(&self) -> &Program {
         &self.program
     }
+}
+
+/// What `shards` records of `region` (a borrow of the records alone, beside the program's
+/// other fields).
+fn shard_in(shards: &mut [Option<Shard>], region: u32) -> &mut Shard {
+    (shards.get_mut(region as usize))
+        .and_then(Option::as_mut)
+        .expect("a region of this replicated program")
 }
