@@ -32,7 +32,9 @@ target=${CARGO_TARGET_DIR:-target}
 # tests/replicated.rs and tests/replicated_index.rs, whose in-process ranks do the same:
 # session 42 ran them by hand, `--test replicated -- eager` with -Zmiri-seed 0 to 9 — seven
 # seeds pass in ~11 s; under 2, 5 and 8 no message is delivered within a minute, and 5 and 8
-# do the same with eager copies off — and `--test replicated_index` (seed 0, ~75 s). Miri's schedule also depends on the
+# do the same with eager copies off — and `--test replicated_index` (seed 0, ~75 s). Before
+# session 42 (a6f8b11), `--test replicated -- injected` stalls likewise under seed 3 (the
+# other seeds of 0 to 9 pass in ~5 s). Miri's schedule also depends on the
 # checkout's path (the source paths in panic locations change the allocations), so a test
 # that passes here may stall on another machine.)
 # The groups are balanced by their wall times (session 39, fresh clones: group A 482 s, group B
