@@ -199,7 +199,7 @@ impl Replicated {
     ///
     /// # Panics
     /// If `worker` is not a worker of the job, on a reduction whose tasks run on several
-    /// ranks with an operator without [`Partials`], or as [`Program::launch`].
+    /// ranks with an operator without [`Partials`](super::Partials), or as [`Program::launch`].
     #[track_caller]
     pub fn launch<A, F>(&mut self, worker: usize, access: A, task: F)
     where
