@@ -19,7 +19,7 @@ use crate::runtime::Placement;
 use std::any::TypeId;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// What a task runs as it ends: its eager copies (`Replicated::eager`).
 type Sends = Box<dyn FnOnce() + Send>;
@@ -406,8 +406,8 @@ impl Replicated {
                 move |c, (x, lo), j| (Placement::Any, project(c, x, lo + j).1),
                 move |s, (x, lo), j, refs| task(s, x, lo + j, refs),
                 move |_, _, j| {
-                    let send = sends[j as usize].lock().map(|mut s| s.take());
-                    if let Some(send) = send.unwrap_or_else(|p| p.into_inner().take()) {
+                    let slot = sends[j as usize].lock();
+                    if let Some(send) = slot.unwrap_or_else(PoisonError::into_inner).take() {
                         send();
                     }
                 },

@@ -250,10 +250,7 @@ impl Program {
                         // (`trace::Typed`), and the recording this launch matched was
                         // analysed.
                         let job = unsafe { pointing(NonNull::from(recorded), task) };
-                        arena.push(move || {
-                            job();
-                            then();
-                        });
+                        arena.push(followed(job, then));
                     }
                     None => arena.push(move || {
                         // SAFETY: as below; the recording this launch matched was analysed.
@@ -280,22 +277,14 @@ impl Program {
             // SAFETY: the recording keeps the box (its contents never move) as long as its
             // arena's closures exist (`Arena::keep`), nothing changes it, and its jobs run
             // after its analysis.
-            let job = unsafe { pointing(NonNull::from(&*typed), task) };
-            let job = move || {
-                job();
-                then();
-            };
+            let job = followed(unsafe { pointing(NonNull::from(&*typed), task) }, then);
             let extra = trace::Extra {
                 typed: Some(typed),
                 index: None,
             };
             self.issue(kind, placement, declared, job, None, extra);
         } else {
-            let job = declared_job(&mut declared, access, task);
-            let job = move || {
-                job();
-                then();
-            };
+            let job = followed(declared_job(&mut declared, access, task), then);
             self.issue(
                 kind,
                 placement,
@@ -624,6 +613,15 @@ fn check_kept<A: Access>(access: &A, program: u32) {
         access.kept_by(program),
         "a list of reads kept by another program than the one launching"
     );
+}
+
+/// `job`, then `then`: what runs after a task once its references are gone
+/// ([`Program::launch_then`]).
+fn followed(job: impl FnOnce() + Send, then: impl FnOnce() + Send) -> impl FnOnce() + Send {
+    move || {
+        job();
+        then();
+    }
 }
 
 /// Fills `declared` with what `access` declares (cleared first) and makes the launch's job:

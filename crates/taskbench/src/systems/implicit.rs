@@ -33,9 +33,9 @@ pub enum Style {
     Auto,
 }
 
-/// Timesteps between two waits of the program (a fence, or a traced chunk's end), and
-/// about the tasks of a traced chunk.
+/// Timesteps between two waits of `implicit` and `auto` (a fence each).
 const STEPS: i64 = 32;
+/// About the tasks of a chunk of `traced` (a trace each, and a wait after it).
 const TRACE_TASKS: i64 = 512;
 
 impl System for Implicit {
