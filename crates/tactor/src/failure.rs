@@ -47,6 +47,14 @@ pub enum Failure {
     },
     /// A user event was poisoned by hand, with this reason.
     Poisoned(String),
+    /// A value failed on another rank of the job and reached this one as its poison
+    /// ([`job::Spmd`](crate::job::Spmd)): the rank where it failed first, and why.
+    Remote {
+        /// The rank where the failure happened.
+        rank: usize,
+        /// The failure there, as text.
+        why: String,
+    },
     /// The last handle of a user event was dropped before it was triggered.
     UserEventDropped,
     /// The runtime shut down while a task waited for an event that nothing could trigger any
@@ -70,6 +78,7 @@ impl fmt::Display for Failure {
                 cause: Cause::Cancelled,
             } => write!(f, "{task} was cancelled: the runtime shut down"),
             Failure::Poisoned(why) => write!(f, "a user event was poisoned: {why}"),
+            Failure::Remote { rank, why } => write!(f, "rank {rank}: {why}"),
             Failure::UserEventDropped => {
                 write!(f, "a user event was dropped without being triggered")
             }

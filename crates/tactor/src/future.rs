@@ -185,7 +185,11 @@ impl<T: Send + Sync + 'static> Promise<T> {
     /// assert!(future.get().unwrap_err().to_string().contains("the other rank failed"));
     /// ```
     pub fn fail(self, reason: &str) {
-        let failure = Failure::Poisoned(reason.to_string());
+        self.fail_with(Failure::Poisoned(reason.to_string()));
+    }
+
+    /// Poisons the future with `failure`.
+    pub(crate) fn fail_with(self, failure: Failure) {
         let _ = self.cell.state.trigger(Err(Arc::new(failure)));
     }
 
@@ -396,5 +400,21 @@ impl<'a, T> Inputs<'a, T> {
 
     fn value(f: &'a Future<T>) -> &'a T {
         (f.cell().get()).expect("a task runs after its preconditions, which set their values")
+    }
+}
+
+impl<T> std::ops::Index<usize> for Inputs<'_, T> {
+    type Output = T;
+
+    /// The value of input `i`, as [`Inputs::get`].
+    ///
+    /// ```
+    /// let rt = tactor::Runtime::builder().workers(1).pin(false).build().unwrap();
+    /// let ins = vec![tactor::Future::ready(20), tactor::Future::ready(22)];
+    /// let v = rt.dataflow(tactor::Placement::Any, ins, |ins| ins[0] + ins[1]);
+    /// assert_eq!(*v.get().unwrap(), 42);
+    /// ```
+    fn index(&self, i: usize) -> &T {
+        self.get(i)
     }
 }

@@ -1,8 +1,10 @@
 //! Futures across ranks (`tactor::job::Spmd`) on ranks of threads: values cross ranks with
 //! their trigger, each value to each rank once, and a failure crosses ranks as poison.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tactor::job::{Job, Spmd};
+use tactor::job::{At, Job, Spmd};
+use tactor::Failure;
 
 /// Runs `body` on every rank of an in-process job, each with a runtime of `workers`.
 fn on_ranks<T: Send>(ranks: usize, workers: usize, body: impl Fn(&mut Spmd) -> T + Sync) -> Vec<T> {
@@ -76,12 +78,62 @@ fn a_failure_crosses_ranks_as_poison() {
         let c = s.spawn(2, &[&bad], |ins| ins[0] + 1);
         let d = s.spawn(0, &[&c, &a], |ins| ins[0] + ins[1]);
         let fine = s.spawn(2, &[&a], |ins| ins[0] * 2);
-        (s.get(&d).map_err(|e| e.to_string()), s.get(&fine).unwrap())
+        let failure = |e: tactor::TaskFailed| e.failure().clone();
+        let (bad, d) = (s.get(&bad).map_err(failure), s.get(&d).map_err(failure));
+        (bad, d, s.get(&fine).unwrap())
     });
-    for (rank, (d, fine)) in outcomes.into_iter().enumerate() {
-        let e = d.expect_err("d depends on a task that panicked");
-        assert!(e.contains("injected"), "rank {rank}: {e}");
+    for (rank, (bad, d, fine)) in outcomes.into_iter().enumerate() {
+        let bad = bad.expect_err("the task panicked");
+        let d = d.expect_err("d depends on a task that panicked");
+        assert!(d.to_string().contains("injected"), "rank {rank}: {d}");
+        // Where it failed, the task's own failure; elsewhere the rank it failed on, also
+        // when the poison came through other ranks (`d`: from rank 1 to 2, to 0, to all).
+        match rank {
+            1 => assert!(matches!(bad, Failure::Task { .. }), "{bad:?}"),
+            _ => assert!(
+                matches!(bad, Failure::Remote { rank: 1, .. }),
+                "{rank}: {bad:?}"
+            ),
+        }
+        assert!(
+            matches!(d, Failure::Remote { rank: 1, .. }),
+            "rank {rank}: {d:?}"
+        );
         assert_eq!(fine, 10, "rank {rank}");
+    }
+}
+
+#[test]
+fn a_fence_waits_for_every_task_of_its_rank_and_reports_their_failures() {
+    let n = if cfg!(miri) { 8 } else { 300 };
+    for (ranks, workers) in [(1, 2), (2, 1), (3, 2)] {
+        let ran = on_ranks_workers_with_job(ranks, workers, |job, s| {
+            let count = Arc::new(AtomicUsize::new(0));
+            let all = s.workers();
+            // Values nobody reads, on every worker and on any worker of every rank.
+            for i in 0..n {
+                let c = count.clone();
+                let at = if i % 2 == 0 {
+                    At::Worker(i % all)
+                } else {
+                    At::Rank(i % ranks)
+                };
+                s.spawn(at, &[], move |_| c.fetch_add(1, Ordering::SeqCst) as u64);
+            }
+            s.fence().unwrap();
+            let mine = count.load(Ordering::SeqCst);
+            // One that fails on the last rank, read by nobody: only its rank's fence reports.
+            let last = ranks - 1;
+            s.spawn(At::Rank(last), &[], |_| -> u64 { panic!("unread") });
+            let fenced = s.fence().map_err(|e| e.to_string());
+            assert_eq!(fenced.is_err(), job.rank() == last, "rank {}", job.rank());
+            mine
+        });
+        assert_eq!(
+            ran.iter().sum::<usize>(),
+            n,
+            "{ranks} ranks × {workers}: {ran:?}"
+        );
     }
 }
 

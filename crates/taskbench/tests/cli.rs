@@ -122,6 +122,10 @@ fn bad_input_is_one_line_and_exit_code_2() {
             &["-output", "4611686018427387904", "-system", "tasks"],
             "would need about",
         ),
+        (
+            &["-output", "4611686018427387904", "-system", "futures"],
+            "would need about",
+        ),
         (&["-output", "-16"], "-output -16"),
         (&["-output", "15"], "-output 15"),
         (&["-scratch", "12"], "-scratch 12"),

@@ -204,7 +204,7 @@ fn on_futures(s: &mut Spmd, p: Params, a: Vec<u8>, b: Vec<u8>) -> Result<u32, St
                     &zeros[..cols.len()]
                 };
                 // The left tile's right column is the end of its edges.
-                let left = match (has_left, ins.last()) {
+                let left = match (has_left, ins.iter().last()) {
                     (true, Some(l)) => &l[l.len() - rows.len() - 1..],
                     _ => &zeros[..rows.len() + 1],
                 };

@@ -1,8 +1,9 @@
 //! Faults a rank injects into one of its sends: how tests make one rank of a job misbehave
 //! on the wire, to check that every rank then ends with one line naming it. A fault is set
 //! on the [`Job`] and taken by the first send, of any layer on the job, that it is due for:
-//! an [`Exchange`](super::Exchange) message, or a copy of a replicated program's region
-//! ([`Replicated`](crate::implicit::Replicated)).
+//! an [`Exchange`](super::Exchange) message, a copy of a replicated program's region
+//! ([`Replicated`](crate::implicit::Replicated)), or a value of an [`Spmd`](super::Spmd)
+//! program.
 
 use super::Job;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,8 +40,8 @@ pub enum Fault {
     /// or give up).
     Slow {
         /// Which send is late: for an [`Exchange`](super::Exchange) the step of its message;
-        /// for a replicated program, the ordinal of the copy among those this rank sends,
-        /// in the order the program issued them (from 0).
+        /// for a replicated program or an [`Spmd`](super::Spmd) one, the ordinal of the
+        /// copy among those this rank sends, in the order the program issued them (from 0).
         step: i64,
         /// How late.
         pause: Duration,

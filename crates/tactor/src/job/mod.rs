@@ -49,7 +49,7 @@ pub use lockstep::{Lockstep, Step};
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
 pub use sharded::{Received, Sharded, ShardedBuilder};
-pub use spmd::{Held, Spmd, Value};
+pub use spmd::{At, Held, Spmd, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};

@@ -8,35 +8,38 @@
 use super::rendezvous::Rendezvous;
 use super::Wire;
 use super::{Job, OpenPort, PORT_FUTURES};
-use crate::{Future, Handle, Placement, Promise, TaskFailed};
-use std::sync::{Arc, Mutex, PoisonError};
+use crate::countdown::Outcome;
+use crate::event::Notify;
+use crate::{Event, Failure, Future, Handle, Inputs, Placement, Promise, TaskFailed, UserEvent};
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// A value that a spawn of an [`Spmd`] program makes: the same handle on every rank, its value
 /// held by the rank that computed it and by the ranks it was copied to.
-pub struct Value<T> {
+pub struct Value<T>(Arc<Shared<T>>);
+
+/// What every clone of a [`Value`] shares: one allocation per value, on every rank, and no
+/// lock (the issuing thread marks who holds it; a worker may drop the last clone).
+struct Shared<T> {
     id: u64,
     home: usize,
-    /// Per rank, whether it holds the value (or will: its copy is on the way); the same record
-    /// on every rank.
-    held: Arc<Mutex<Vec<bool>>>,
+    /// A bit per rank: whether it holds the value (or will: its copy is on the way); the same
+    /// record on every rank.
+    held: SmallVec<[AtomicU64; 1]>,
     /// This rank's future of it, once this rank holds it.
-    here: Arc<Mutex<Option<Future<T>>>>,
+    here: OnceLock<Future<T>>,
 }
 
 impl<T> Clone for Value<T> {
     fn clone(&self) -> Self {
-        Value {
-            id: self.id,
-            home: self.home,
-            held: self.held.clone(),
-            here: self.here.clone(),
-        }
+        Value(self.0.clone())
     }
 }
 
 impl<T> std::fmt::Debug for Value<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Value({} at rank {})", self.id, self.home)
+        write!(f, "Value({} at rank {})", self.0.id, self.0.home)
     }
 }
 
@@ -72,12 +75,39 @@ impl<T: Wire + Clone + Default> sealed::Bring for Value<T> {
         s.bring(self, rank);
     }
 
-    fn event_here(&self) -> crate::Event {
+    fn event_here(&self) -> Event {
         local(self).event().clone()
     }
 }
 
 impl<T: Wire + Clone + Default> Held for Value<T> {}
+
+/// Where a task of an [`Spmd`] program runs: a worker of the job, or whichever worker of a
+/// rank is free to take it. A plain number is a worker.
+///
+/// ```
+/// use tactor::job::{At, Job, Spmd};
+///
+/// let job = Job::launched().unwrap();
+/// let rt = job.runtime(tactor::Runtime::builder().workers(2).pin(false)).unwrap();
+/// let mut s = Spmd::new(&rt, &job);
+/// let a = s.spawn(At::Rank(0), &[], |_| 2u64); // on any worker of rank 0
+/// let b = s.spawn(1, &[&a], |ins| ins[0] * 21); // on the job's worker 1
+/// assert_eq!(s.get(&b).unwrap(), 42);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    /// Worker `w` of the job: worker `w % W` of rank `w / W`, `W` workers a rank.
+    Worker(usize),
+    /// Any worker of the rank.
+    Rank(usize),
+}
+
+impl From<usize> for At {
+    fn from(worker: usize) -> At {
+        At::Worker(worker)
+    }
+}
 
 /// What a copy message's first byte says.
 const VALUE: u8 = 0;
@@ -106,14 +136,23 @@ pub struct Spmd {
     inbox: Arc<Rendezvous<u64>>,
     /// The tasks that send this rank's values to other ranks, not yet waited for: a rank
     /// must not end (its runtime cancelling them) while another waits for their messages.
-    sends: Vec<crate::Event>,
+    sends: Vec<Event>,
+    /// The tasks this rank ran or runs, not yet known to have ended: what [`Spmd::fence`]
+    /// waits for.
+    ran: Vec<Event>,
+    /// When `ran` next drops the events that triggered ([`keep`]).
+    prune_at: usize,
+    /// When `sends` next does.
+    sends_prune_at: usize,
+    /// Values this rank sent so far: which send a test's fault is due for ([`Job::inject`]).
+    sent: i64,
     _port: OpenPort,
 }
 
 impl Drop for Spmd {
     /// Waits until this rank sent every value another rank asked for.
     fn drop(&mut self) {
-        let _ = crate::Event::merge(&self.sends).wait();
+        let _ = Event::merge(&self.sends).wait();
     }
 }
 
@@ -145,6 +184,10 @@ impl Spmd {
             next: 0,
             inbox,
             sends: Vec::new(),
+            ran: Vec::new(),
+            prune_at: 64,
+            sends_prune_at: 64,
+            sent: 0,
             _port: port,
         }
     }
@@ -155,33 +198,32 @@ impl Spmd {
         self.local * self.job.ranks()
     }
 
-    /// Runs `task` on job-wide worker `worker` once `inputs` are ready, with their values;
-    /// returns the value it makes. On other ranks only the bookkeeping happens (and the sends
-    /// of the inputs this rank holds).
+    /// Runs `task` where `at` says once `inputs` are ready, with their values; returns the
+    /// value it makes. On other ranks only the bookkeeping happens (and the sends of the
+    /// inputs this rank holds).
     ///
     /// # Panics
-    /// If `worker` is not a worker of the job.
+    /// If `at` is not a worker or rank of the job.
     #[track_caller]
-    pub fn spawn<T, F>(&mut self, worker: usize, inputs: &[&Value<T>], task: F) -> Value<T>
+    pub fn spawn<T, F>(&mut self, at: impl Into<At>, inputs: &[&Value<T>], task: F) -> Value<T>
     where
         T: Wire + Clone + Default,
-        F: FnOnce(&[T]) -> T + Send + 'static,
+        F: FnOnce(Inputs<'_, T>) -> T + Send + 'static,
     {
-        let rank = self.rank_of(worker);
+        let (rank, at) = self.place(at.into());
         for v in inputs {
             self.bring(v, rank);
         }
         let here = (rank == self.job.rank()).then(|| {
             let futures = inputs.iter().map(|v| local(v));
-            let at = Placement::Worker(worker % self.local);
-            (self.handle).dataflow(at, futures, |ins| {
-                task(&ins.iter().cloned().collect::<Vec<T>>())
-            })
+            let f = (self.handle).dataflow(at, futures, task);
+            self.ran(f.event());
+            f
         });
         self.value(rank, here)
     }
 
-    /// Runs `task` on job-wide worker `worker` once every one of `after` has triggered (any
+    /// Runs `task` where `at` says once every one of `after` has triggered (any
     /// types, held on any rank: a precondition from another rank arrives as one message, sent
     /// when it triggers); returns the task's completion as a value of no data, which other
     /// tasks on any rank may wait for. A precondition that failed poisons the task, which
@@ -206,92 +248,132 @@ impl Spmd {
     /// ```
     ///
     /// # Panics
-    /// If `worker` is not a worker of the job.
+    /// If `at` is not a worker or rank of the job.
     #[track_caller]
-    pub fn launch<F>(&mut self, worker: usize, after: &[&dyn Held], task: F) -> Value<()>
+    pub fn launch<F>(&mut self, at: impl Into<At>, after: &[&dyn Held], task: F) -> Value<()>
     where
         F: FnOnce() + Send + 'static,
     {
-        let rank = self.rank_of(worker);
+        let (rank, at) = self.place(at.into());
         for v in after {
             v.bring_to(self, rank);
         }
         let here = (rank == self.job.rank()).then(|| {
-            let events: Vec<crate::Event> = after.iter().map(|v| v.event_here()).collect();
-            (self.handle).spawn(Placement::Worker(worker % self.local), &events, task)
+            let events: Vec<Event> = after.iter().map(|v| v.event_here()).collect();
+            let f = (self.handle).spawn(at, &events, task);
+            self.ran(f.event());
+            f
         });
         self.value(rank, here)
     }
 
-    /// The rank that owns job-wide worker `worker`.
+    /// Waits until every task this rank ran so far has ended and every value another rank
+    /// asked of it has left; the first failure among them, if any. Not collective: a rank
+    /// waits only for its own tasks (which wait for what they take from other ranks).
+    ///
+    /// ```
+    /// use tactor::job::{Job, Spmd};
+    ///
+    /// let job = Job::launched().unwrap();
+    /// let rt = job.runtime(tactor::Runtime::builder().workers(2).pin(false)).unwrap();
+    /// let mut s = Spmd::new(&rt, &job);
+    /// let a = s.spawn(0, &[], |_| 1u64);
+    /// let _unread = s.spawn(1, &[&a], |_| -> u64 { panic!("nobody reads this") });
+    /// assert!(s.fence().is_err());
+    /// ```
+    pub fn fence(&mut self) -> Result<(), TaskFailed> {
+        let mut all = std::mem::take(&mut self.ran);
+        all.append(&mut self.sends);
+        (self.prune_at, self.sends_prune_at) = (64, 64);
+        Event::merge(&all).wait()
+    }
+
+    /// Keeps `e`, a task this rank runs, for [`Spmd::fence`].
+    fn ran(&mut self, e: &Event) {
+        keep(&mut self.ran, &mut self.prune_at, e.clone());
+    }
+
+    /// The rank a task placed `at` runs on, and its placement there.
     #[track_caller]
-    fn rank_of(&self, worker: usize) -> usize {
-        assert!(
-            worker < self.workers(),
-            "worker {worker} is not one of the job's {} workers",
-            self.workers()
-        );
-        worker / self.local
+    fn place(&self, at: At) -> (usize, Placement) {
+        match at {
+            At::Worker(w) => {
+                let all = self.workers();
+                assert!(w < all, "worker {w} is not one of the job's {all} workers");
+                (w / self.local, Placement::Worker(w % self.local))
+            }
+            At::Rank(r) => {
+                let all = self.job.ranks();
+                assert!(r < all, "rank {r} is not one of the job's {all} ranks");
+                (r, Placement::Any)
+            }
+        }
     }
 
     /// The next value of the program, computed on `rank` (`here` on that rank).
     fn value<T>(&mut self, rank: usize, here: Option<Future<T>>) -> Value<T> {
         let id = self.next;
         self.next += 1;
-        let mut held = vec![false; self.job.ranks()];
-        held[rank] = true;
-        Value {
+        let held: SmallVec<_> = (0..self.job.ranks().div_ceil(64))
+            .map(|w| AtomicU64::new(if w == rank / 64 { 1 << (rank % 64) } else { 0 }))
+            .collect();
+        let cell = OnceLock::new();
+        if let Some(f) = here {
+            let _ = cell.set(f);
+        }
+        Value(Arc::new(Shared {
             id,
             home: rank,
-            held: Arc::new(Mutex::new(held)),
-            here: Arc::new(Mutex::new(here)),
-        }
+            held,
+            here: cell,
+        }))
     }
 
     /// Makes `rank` hold `v`: its home sends it there once it is ready, and there a promise
     /// waits for it.
     fn bring<T: Wire + Clone + Default>(&mut self, v: &Value<T>, rank: usize) {
-        {
-            let mut held = v.held.lock().unwrap_or_else(PoisonError::into_inner);
-            if held[rank] {
-                return;
-            }
-            held[rank] = true;
+        let (word, bit) = (rank / 64, 1u64 << (rank % 64));
+        // Only the issuing thread marks (relaxed is enough).
+        if v.0.held[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+            return;
         }
         let me = self.job.rank();
-        if me == v.home {
-            let (job, id, from) = (self.job.clone(), v.id, local(v));
-            let channel = 0;
+        if me == v.0.home {
+            let from = local(v);
+            let fault = self.job.fault_due(self.sent);
+            self.sent += 1;
+            let sent = UserEvent::new();
+            keep(&mut self.sends, &mut self.sends_prune_at, sent.event());
+            let event = from.event().clone();
+            let copy = SendWhenReady {
+                from,
+                job: self.job.clone(),
+                id: v.0.id,
+                rank,
+                fault,
+                sent,
+            };
             // Not a precondition: a value that failed must be sent too (as its poison).
-            let sent = self.handle.launch(Placement::Any, &[], move || {
-                let mut msg = crate::job::buffer(9);
-                msg.extend_from_slice(&id.to_le_bytes());
-                match from.get() {
-                    Ok(value) => {
-                        msg.push(VALUE);
-                        value.encode(&mut msg);
-                    }
-                    Err(e) => {
-                        msg.push(POISON);
-                        msg.extend_from_slice(e.to_string().as_bytes());
-                    }
-                }
-                job.send(channel, rank, PORT_FUTURES, msg);
-            });
-            self.sends.retain(|e| !e.has_triggered());
-            self.sends.push(sent);
+            event.state().subscribe(Arc::new(copy));
         } else if me == rank {
             let (promise, future) = Promise::<T>::new();
-            *v.here.lock().unwrap_or_else(PoisonError::into_inner) = Some(future);
+            let _ = v.0.here.set(future);
             self.inbox.expect(
-                v.id,
+                v.0.id,
                 Box::new(move |got| match got.as_deref().map(<[u8]>::split_first) {
                     Ok(Some((&VALUE, bytes))) => {
                         let mut value = T::default();
                         value.decode(bytes);
                         promise.set(value);
                     }
-                    Ok(Some((_, why))) => promise.fail(&String::from_utf8_lossy(why)),
+                    Ok(Some((_, poison))) if poison.len() >= 4 => {
+                        let (rank, why) = poison.split_at(4);
+                        promise.fail_with(Failure::Remote {
+                            rank: u32::from_le_bytes(rank.try_into().expect("4 bytes")) as usize,
+                            why: String::from_utf8_lossy(why).into_owned(),
+                        });
+                    }
+                    Ok(Some(_)) => promise.fail("a copy arrived cut short"),
                     Ok(None) => promise.fail("an empty copy arrived"),
                     Err(why) => promise.fail(why),
                 }),
@@ -307,16 +389,64 @@ impl Spmd {
         }
         let value = local(v).get().cloned();
         // The other ranks' copies leave before this rank goes on (and perhaps ends).
-        let _ = crate::Event::merge(&std::mem::take(&mut self.sends)).wait();
+        let _ = Event::merge(&std::mem::take(&mut self.sends)).wait();
         value
     }
 }
 
+/// A value on its way to another rank: sent by the thread that sets it (as its job ends),
+/// with no task of its own, or as its poison if it failed.
+struct SendWhenReady<T> {
+    from: Future<T>,
+    job: Arc<Job>,
+    id: u64,
+    rank: usize,
+    /// The fault a test injects into this send ([`Job::inject`]).
+    fault: Option<super::Fault>,
+    /// Triggered once the message left: a rank ends only after its sends.
+    sent: UserEvent,
+}
+
+impl<T: Wire + Send + Sync + 'static> Notify for SendWhenReady<T> {
+    fn notify(self: Arc<Self>, _: &Outcome) {
+        let mut msg = crate::job::buffer(9);
+        msg.extend_from_slice(&self.id.to_le_bytes());
+        match self.from.get() {
+            Ok(value) => {
+                msg.push(VALUE);
+                value.encode(&mut msg);
+                if let Some(f) = self.fault {
+                    f.act(&mut msg[9..]);
+                }
+            }
+            Err(e) => {
+                // Where it failed first: here, or the rank whose poison reached here.
+                let (origin, why) = match e.failure() {
+                    Failure::Remote { rank, why } => (*rank, why.clone()),
+                    _ => (self.job.rank(), e.to_string()),
+                };
+                msg.push(POISON);
+                msg.extend_from_slice(&(origin as u32).to_le_bytes());
+                msg.extend_from_slice(why.as_bytes());
+            }
+        }
+        self.job.send(0, self.rank, PORT_FUTURES, msg);
+        let _ = self.sent.trigger();
+    }
+}
+
+/// Adds `e` to `events`, first dropping those that succeeded when `events` reached
+/// `prune_at`, which then becomes twice what was kept: the pruning costs a constant per
+/// event. A poisoned event stays, for the wait that reports it.
+fn keep(events: &mut Vec<Event>, prune_at: &mut usize, e: Event) {
+    if events.len() >= *prune_at {
+        events.retain(|e| !matches!(e.try_outcome(), Some(Ok(()))));
+        *prune_at = (2 * events.len()).max(64);
+    }
+    events.push(e);
+}
+
 /// This rank's future of `v` (it holds it: its home, or a copy was brought).
 fn local<T>(v: &Value<T>) -> Future<T> {
-    v.here
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone()
-        .expect("a value this rank holds")
+    v.0.here.get().expect("a value this rank holds").clone()
 }

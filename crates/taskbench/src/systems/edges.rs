@@ -1,11 +1,10 @@
 //! Which outputs of a graph cross ranks ([`Cut`]: points are block-distributed over every
-//! rank's workers), and a timestep's messages over several graphs ([`crossing`], [`Lone`]);
-//! they travel through this rank's exchange (`super::network`).
+//! rank's workers), for `compiled`'s hand-cut graph on ranks.
 //!
 //! After timestep `t`, the outputs that one rank's points read from another rank's at `t + 1`
-//! travel as **one message per (stream, timestep, pair of ranks)**, a stream being a graph
-//! (`tasks`, `implicit`) or all the graphs a `compiled` chain runs in lock-step. Both ends
-//! derive a message's point list from the graph, so a message carries outputs only.
+//! travel as **one message per (stream, timestep, pair of ranks)**, a stream being all the
+//! graphs a `compiled` chain runs in lock-step. Both ends derive a message's point list from
+//! the graph, so a message carries outputs only.
 
 use taskbench_core::app::Placement;
 use taskbench_core::plan::Plan;
@@ -108,112 +107,6 @@ impl Cut {
     }
 }
 
-/// The stream of a message that carries several outputs of one timestep, of any graphs (a
-/// message of one output is on its graph's stream).
-pub const ALL_GRAPHS: u32 = u32::MAX;
-
-/// (rank, graph, point) of every output of timestep `t` that this rank sends (`sends`) or
-/// receives after `t`, over every graph: grouped by rank, then graph by graph, points
-/// ascending — one message per rank, both ends listing it alike.
-pub fn crossing(
-    cuts: &[Cut],
-    plans: &[Plan],
-    t: i64,
-    sends: bool,
-    out: &mut Vec<(usize, u32, i64)>,
-) {
-    out.clear();
-    for (gi, (cut, plan)) in cuts.iter().zip(plans).enumerate() {
-        cut.each_crossing(plan, t, sends, |r, p| out.push((r, gi as u32, p)));
-    }
-    out.sort_unstable();
-    out.dedup();
-}
-
-/// [`crossing`] remembered per class of timestep: what crosses after `t` depends only on the
-/// shape of `t + 1` in every graph ([`Plan::shape_id`]: its dependences and windows, those of
-/// `t` included), and a run has few shapes — listed once each, not at every timestep by the
-/// rank's one issuing thread.
-#[derive(Default)]
-pub struct Crossings {
-    /// Per class (the shape ids of `t + 1`), what this rank sends and receives.
-    lists: std::collections::HashMap<Vec<Option<u32>>, SendsReceives>,
-    key: Vec<Option<u32>>,
-    /// Past [`CROSSING_CLASSES`] classes, the lists of the last timestep asked for.
-    last: SendsReceives,
-}
-
-/// What a rank sends after a timestep, and what it receives ([`crossing`]'s two lists).
-type SendsReceives = [Vec<(usize, u32, i64)>; 2];
-
-/// At most this many classes of timestep are remembered.
-const CROSSING_CLASSES: usize = 1024;
-
-impl Crossings {
-    /// What this rank sends after `t` and what it receives ([`crossing`]).
-    pub fn at(&mut self, cuts: &[Cut], plans: &[Plan], t: i64) -> [&[(usize, u32, i64)]; 2] {
-        self.key.clear();
-        self.key.extend(plans.iter().map(|p| p.shape_id(t + 1)));
-        if !self.lists.contains_key(self.key.as_slice()) {
-            let mut both: SendsReceives = Default::default();
-            crossing(cuts, plans, t, true, &mut both[0]);
-            crossing(cuts, plans, t, false, &mut both[1]);
-            if self.lists.len() >= CROSSING_CLASSES {
-                self.last = both;
-                return [&self.last[0], &self.last[1]];
-            }
-            self.lists.insert(self.key.clone(), both);
-        }
-        let lists = &self.lists[self.key.as_slice()];
-        [&lists[0], &lists[1]]
-    }
-}
-
-/// The stream of the message of `group` (one rank's part of [`crossing`]).
-pub fn stream_of(group: &[(usize, u32, i64)]) -> u32 {
-    match group {
-        [(_, gi, _)] => *gi,
-        _ => ALL_GRAPHS,
-    }
-}
-
-/// Per timestep, the outputs this rank sends alone in their message ([`crossing`]), as
-/// (graph, point, destination rank): their producer can send them as it ends, with no send
-/// task of their own.
-pub struct Lone {
-    /// Where each timestep's entries start in `sends` (one more entry than timesteps).
-    start: Vec<usize>,
-    sends: Vec<(u32, i64, usize)>,
-}
-
-impl Lone {
-    /// The outputs of every graph of this rank that go alone to another rank, per timestep.
-    pub fn new(cuts: &[Cut], plans: &[Plan]) -> Lone {
-        let steps = plans.iter().map(|p| p.graph().timesteps).max().unwrap_or(0);
-        let mut list = Vec::new();
-        let mut lone = Lone {
-            start: vec![0],
-            sends: Vec::new(),
-        };
-        for t in 0..steps {
-            crossing(cuts, plans, t, true, &mut list);
-            let single = list.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() == 1);
-            lone.sends.extend(single.map(|g| (g[0].1, g[0].2, g[0].0)));
-            lone.start.push(lone.sends.len());
-        }
-        lone
-    }
-
-    /// The outputs of timestep `t` sent alone.
-    pub fn at(&self, t: i64) -> &[(u32, i64, usize)] {
-        let t = t as usize;
-        match (self.start.get(t), self.start.get(t + 1)) {
-            (Some(&a), Some(&b)) => &self.sends[a..b],
-            _ => &[],
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,92 +117,6 @@ mod tests {
         let args: Vec<&str> = flags.split_whitespace().collect();
         let (app, _) = App::parse(&args, &[]).expect("valid flags");
         Plan::new(app.graphs[0].clone())
-    }
-
-    /// `crossing` agrees at both ends of every message over several graphs, and `Lone`
-    /// lists, per timestep, exactly the messages of one output.
-    #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "no unsafe code here, and hundreds of plans' lists are slow under Miri"
-    )]
-    fn messages_over_all_graphs_agree_and_lone_outputs_are_listed() {
-        let plans = [
-            plan("-steps 6 -width 5 -type stencil_1d"),
-            plan("-steps 4 -width 9 -type nearest -radix 3"),
-            plan("-steps 6 -width 8 -type fft"),
-        ];
-        for (ranks, workers) in [(2, 1), (3, 2)] {
-            let place = Placement { ranks, workers };
-            let cuts: Vec<Vec<Cut>> = (0..ranks as usize)
-                .map(|r| plans.iter().map(|p| Cut::new(p, place, r)).collect())
-                .collect();
-            let (mut s, mut r) = (Vec::new(), Vec::new());
-            for t in 0..6 {
-                for (a, ca) in cuts.iter().enumerate() {
-                    crossing(ca, &plans, t, true, &mut s);
-                    let lone = Lone::new(ca, &plans);
-                    let want: Vec<(u32, i64, usize)> = s
-                        .chunk_by(|x, y| x.0 == y.0)
-                        .filter(|g| g.len() == 1)
-                        .map(|g| (g[0].1, g[0].2, g[0].0))
-                        .collect();
-                    assert_eq!(lone.at(t), &want[..], "rank {a} t={t}");
-                    for (b, cb) in cuts.iter().enumerate() {
-                        crossing(cb, &plans, t, false, &mut r);
-                        let sent: Vec<_> =
-                            s.iter().filter(|x| x.0 == b).map(|x| (x.1, x.2)).collect();
-                        let got: Vec<_> =
-                            r.iter().filter(|x| x.0 == a).map(|x| (x.1, x.2)).collect();
-                        assert_eq!(sent, got, "t={t}: rank {a} to rank {b}");
-                    }
-                }
-            }
-        }
-    }
-
-    /// `Crossings` gives, at every timestep, what `crossing` lists there, over graphs whose
-    /// timesteps change shape (fft, tree, random_nearest), past its class limit too.
-    #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "no unsafe code here, and hundreds of plans' lists are slow under Miri"
-    )]
-    fn remembered_crossings_are_the_timesteps_own() {
-        let plans = [
-            plan("-steps 12 -width 8 -type fft"),
-            plan("-steps 9 -width 7 -type tree"),
-            plan("-steps 12 -width 6 -type random_nearest -radix 3"),
-        ];
-        let place = Placement {
-            ranks: 3,
-            workers: 1,
-        };
-        for rank in 0..3 {
-            let cuts: Vec<Cut> = plans.iter().map(|p| Cut::new(p, place, rank)).collect();
-            let mut c = Crossings::default();
-            // What `c` gives at `t` is what `crossing` lists there.
-            let check = |c: &mut Crossings, t: i64| {
-                let mut want = [Vec::new(), Vec::new()];
-                crossing(&cuts, &plans, t, true, &mut want[0]);
-                crossing(&cuts, &plans, t, false, &mut want[1]);
-                assert_eq!(
-                    c.at(&cuts, &plans, t),
-                    [&want[0][..], &want[1][..]],
-                    "t {t}"
-                );
-            };
-            (0..12).chain(0..12).for_each(|t| check(&mut c, t));
-            let classes = c.lists.len();
-            // Past the class limit: listed afresh each time.
-            c.lists.clear();
-            c.lists.extend(
-                (0..CROSSING_CLASSES)
-                    .map(|k| (vec![Some(u32::MAX - k as u32)], Default::default())),
-            );
-            (0..12).for_each(|t| check(&mut c, t));
-            assert!(classes < 12, "{classes} classes");
-        }
     }
 
     /// What rank `a` sends rank `b` after each timestep is exactly what `b` expects from `a`,

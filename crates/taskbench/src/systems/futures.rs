@@ -32,7 +32,10 @@ impl System for Futures {
     }
 
     fn memory(&self, app: &App, cfg: &RunConfig) -> u128 {
-        footprint::per_task(app, |t| t, 320, 48).saturating_add(cfg.tactor_footprint())
+        // The values of about two timesteps live at once (a value goes when its readers ran).
+        footprint::rows(app, 2, 1)
+            .saturating_add(footprint::per_task(app, |t| t, 320, 48))
+            .saturating_add(cfg.tactor_footprint())
     }
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {

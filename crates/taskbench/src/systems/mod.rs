@@ -76,7 +76,7 @@ mod tests {
                      -and -steps 4 -width 3 -type stencil_1d";
         let args: Vec<&str> = flags.split_whitespace().collect();
         let (app, _) = App::parse(&args, &[]).expect("the flags parse");
-        for name in ["bsp", "tasks", "compiled", "sharded", "implicit"] {
+        for name in ["bsp", "compiled", "sharded", "implicit"] {
             let system = by_name(name).expect("a system of that name");
             let cfg = RunConfig {
                 workers: 2,
