@@ -212,3 +212,41 @@ fn the_job_s_own_ports_are_refused() {
     drop(open);
     assert!(job.open_port(FIRST_PORT, Arc::new(|_| {})).is_ok());
 }
+
+#[test]
+fn a_port_opened_after_the_workers_parked_wakes_them_to_poll() {
+    // Rank 1's worker parks while no port is open (nothing to expect); then the port opens
+    // and rank 0 sends to it. Only that worker progresses the network: unless opening the
+    // port wakes it, the message is never delivered and the wait below runs out.
+    let got = Job::run_in_process(2, 1, |_rt, job| {
+        // Far past the workers' bounded spin before parking.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if job.rank() == 0 {
+            job.send(0, 1, FIRST_PORT, b"after the park".to_vec());
+            return None;
+        }
+        let gate = tactor::UserEvent::new();
+        let (arrived, got) = (gate.event(), Arc::new(Mutex::new(Vec::new())));
+        let keep = got.clone();
+        let gate = Mutex::new(Some(gate));
+        let _port = job
+            .open_port(
+                FIRST_PORT,
+                Arc::new(move |m| {
+                    *keep.lock().unwrap() = m.data.clone();
+                    if let Some(g) = gate.lock().unwrap().take() {
+                        g.trigger().unwrap();
+                    }
+                }),
+            )
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !arrived.has_triggered() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let data = got.lock().unwrap().clone();
+        Some(data)
+    });
+    let rank1 = got[1].as_ref().unwrap().clone().unwrap();
+    assert_eq!(rank1, b"after the park", "the parked worker never polled");
+}

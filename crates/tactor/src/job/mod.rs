@@ -52,7 +52,7 @@ pub use sharded::{Received, Sharded, ShardedBuilder};
 pub use spmd::{At, Held, Spmd, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use tactor_comm::agree::{Joining, Verdict};
 use tactor_comm::{loopback::Loopback, CommError, Completion, Message, Transport};
@@ -156,6 +156,9 @@ pub struct Job {
     one_thread: bool,
     /// A fault to inject into one send, for tests ([`Job::inject`]).
     injected: fault::Injected,
+    /// The runtimes that poll this job ([`Job::runtime`]): woken when a port opens, since
+    /// a worker that parked while none was open would not look again.
+    pollers_of: Mutex<Vec<crate::runtime::WeakHandle>>,
 }
 
 impl std::fmt::Debug for Job {
@@ -300,12 +303,26 @@ impl Job {
     /// workers poll (when the job has other ranks), so that messages to the job's ports
     /// keep arriving while its workers wait.
     pub fn runtime(self: &Arc<Self>, builder: crate::Builder) -> std::io::Result<crate::Runtime> {
-        let builder = if self.ranks() > 1 {
-            builder.poller(self.clone())
-        } else {
-            builder
-        };
-        builder.build()
+        if self.ranks() == 1 {
+            return builder.build();
+        }
+        let rt = builder.poller(self.clone()).build()?;
+        let mut of = self
+            .pollers_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        of.retain(|w| w.alive());
+        of.push(rt.handle().downgrade());
+        Ok(rt)
+    }
+
+    /// Wakes the runtimes that poll this job: a port opened.
+    fn wake_pollers(&self) {
+        let of = self
+            .pollers_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        of.iter().for_each(crate::runtime::WeakHandle::wake);
     }
 
     /// The launcher's job this process joined, while it lasts (`None` for a process on its
@@ -383,6 +400,7 @@ impl Job {
             collective: collective::State::default(),
             one_thread,
             injected: Default::default(),
+            pollers_of: Mutex::default(),
         })
     }
 

@@ -137,6 +137,9 @@ impl Job {
         }
         h[at] = Some(handler);
         ports.open.fetch_add(1, Ordering::AcqRel);
+        drop(h);
+        // The job now expects messages: its runtimes' parked workers must poll again.
+        self.wake_pollers();
         Ok(OpenPort {
             job: self.clone(),
             port,

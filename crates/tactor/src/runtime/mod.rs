@@ -381,6 +381,24 @@ pub struct Handle {
     shared: Arc<Shared>,
 }
 
+/// [`Handle::downgrade`]: wakes the runtime's parked workers while it runs.
+#[derive(Clone)]
+pub(crate) struct WeakHandle(std::sync::Weak<Shared>);
+
+impl WeakHandle {
+    /// [`Handle::wake`], if the runtime still runs.
+    pub(crate) fn wake(&self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.idle.wake_all();
+        }
+    }
+
+    /// Whether the runtime still runs.
+    pub(crate) fn alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
+
 impl Handle {
     /// Number of worker threads.
     pub fn workers(&self) -> usize {
@@ -446,6 +464,12 @@ impl Handle {
     /// notice.
     pub fn wake(&self) {
         self.shared.idle.wake_all();
+    }
+
+    /// A handle that does not keep the runtime alive: what a poller keeps to wake its
+    /// workers when it starts expecting work.
+    pub(crate) fn downgrade(&self) -> WeakHandle {
+        WeakHandle(Arc::downgrade(&self.shared))
     }
 
     /// An id for a new subgraph instance, unique until given back.
