@@ -56,17 +56,14 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
-    /// A source task of the messages `sourced` ran and packed its items: the last of a
-    /// message's sources to get here sends it, from its worker (no vertex of its own).
-    pub(super) fn sourced<A>(&self, s: &Shard<A>, sourced: &[u32]) {
-        for &k in sourced {
-            let k = k as usize;
-            // AcqRel: the last source sees every other source's count; their items are
-            // behind the message's lock, which the send takes.
-            if s.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
-                let buf = s.outbox[k].lock().unwrap_or_else(PoisonError::into_inner);
-                self.send(&s.sent, s.seq, k, self.to[k].2, &buf);
-            }
+    /// A source task of message `k` (of several sources) ran and packed its items: the last
+    /// of its sources to get here sends it, from its worker (no vertex of its own).
+    pub(super) fn sourced<A>(&self, s: &Shard<A>, k: usize) {
+        // AcqRel: the last source sees every other source's count; their items are behind
+        // the message's lock, which the send takes.
+        if s.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
+            let buf = s.outbox[k].lock().unwrap_or_else(PoisonError::into_inner);
+            self.send(&s.sent, s.seq, k, self.to[k].2, &buf);
         }
     }
 
@@ -80,6 +77,11 @@ impl Outbound {
             self.exchange.send_buffer(channel, dest, key, count, bytes);
         }
     }
+}
+
+thread_local! {
+    /// Where a worker packs a message of one source before it sends it.
+    static ALONE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// An item a task packs after it ran: the message (this rank's outgoing index), the item's
@@ -138,15 +140,37 @@ impl<A> Wiring<A> {
     /// Task `i` ran: packs its items into the instance's messages, right after the task on
     /// its worker (before anything ordered after the task can change what they are made
     /// of), and sends those it is the last source of.
+    ///
+    /// A message of one source (a stencil's, every message) is packed in a buffer of its
+    /// worker and sent at once: no lock and no count (three atomic operations a
+    /// message, ~40 % of what a timestep of `sharded` on 2 ranks cost over `compiled`).
     pub(super) fn ran(&self, s: &Shard<A>, i: usize) {
         let (a, b) = (self.start[i], self.start[i + 1]);
-        for (k, at, bytes, pack) in &self.packing[a[1] as usize..b[1] as usize] {
-            let mut buf = s.outbox[*k as usize]
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            pack(&s.args, &mut buf[*at..at + bytes]);
+        let packing = &self.packing[a[1] as usize..b[1] as usize];
+        let out = &self.outbound;
+        for (k, at, bytes, pack) in packing {
+            if out.sources[*k as usize] > 1 {
+                let mut buf = s.outbox[*k as usize]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                pack(&s.args, &mut buf[*at..at + bytes]);
+            }
         }
-        (self.outbound).sourced(s, &self.sourced[a[2] as usize..b[2] as usize]);
+        for &k in &self.sourced[a[2] as usize..b[2] as usize] {
+            let k = k as usize;
+            if out.sources[k] > 1 {
+                out.sourced(s, k);
+                continue;
+            }
+            ALONE.with_borrow_mut(|buf| {
+                buf.clear();
+                buf.resize(out.to[k].3, 0);
+                for (_, at, bytes, pack) in packing.iter().filter(|p| p.0 as usize == k) {
+                    pack(&s.args, &mut buf[*at..at + bytes]);
+                }
+                out.send(&s.sent, s.seq, k, out.to[k].2, buf);
+            });
+        }
     }
 }
 

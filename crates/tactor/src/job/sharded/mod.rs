@@ -452,7 +452,10 @@ impl<A: Send + Sync + 'static> Sharded<A> {
             seq,
             inbox: inbox.clone(),
             received: self.incoming.iter().map(|_| OnceLock::new()).collect(),
-            outbox: (out.to.iter()).map(|m| Mutex::new(vec![0; m.3])).collect(),
+            // A message of one source is packed in its worker's buffer instead.
+            outbox: (out.to.iter().zip(&out.sources))
+                .map(|(m, &n)| Mutex::new(vec![0; if n > 1 { m.3 } else { 0 }]))
+                .collect(),
             left: out.sources.iter().map(|&n| AtomicU32::new(n)).collect(),
             sent: sent.clone(),
         };
