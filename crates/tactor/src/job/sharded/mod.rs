@@ -6,15 +6,19 @@
 mod messages;
 
 use super::exchange::{Exchange, Inbox};
+use crate::runtime::once_value::OnceValue;
 use crate::subgraph::compile::Compiled;
 use crate::subgraph::{Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId};
 use crate::{Event, Handle};
 use messages::{Batch, Incoming, Item, Outbound, Pack, Packing, PoisonOnFailure, Stream, Wiring};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 type TaskFn<A> = Box<dyn Fn(&A, &Received<'_>) + Send + Sync>;
+
+/// A receive that a task runs at its start ([`ShardedBuilder::compile`]).
+type Pull<A> = Box<dyn Fn(&Shard<A>) + Send + Sync>;
 
 /// Collects a subgraph over every rank of a job, the same on every rank (control
 /// replication): tasks placed on job-wide workers (worker `w` is worker `w % W` of rank
@@ -91,7 +95,7 @@ struct Shard<A> {
     seq: i64,
     inbox: Inbox,
     /// Each message this rank receives in the instance, once checked.
-    received: Box<[OnceLock<Vec<u8>>]>,
+    received: Box<[OnceValue<Vec<u8>>]>,
     /// Each message this rank sends in the instance, as its sources pack their items.
     outbox: Box<[Mutex<Vec<u8>>]>,
     /// Per message this rank sends in the instance: its source tasks still to run.
@@ -103,7 +107,7 @@ struct Shard<A> {
 
 /// What the edges into a task brought from other ranks in this instance.
 pub struct Received<'a> {
-    messages: &'a [OnceLock<Vec<u8>>],
+    messages: &'a [OnceValue<Vec<u8>>],
     edges: &'a [Incoming],
 }
 
@@ -274,6 +278,43 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         });
         // This rank's shard: its tasks, renumbered (each sends what it is the last source
         // of), then a vertex per message it receives.
+        let ex = self.exchange.clone();
+        // With one worker a rank's receives pull their messages in their vertex: no inlet,
+        // inbox or mailbox hop between the network and the targets. With more, a message
+        // opens an inlet, and its vertex never holds a worker its targets' neighbours need.
+        let pull = w == 1;
+        // A pulled message whose items all go to one task, a level above the message, that
+        // no other message reaches (a stencil's, every one), is pulled by that task at its
+        // start: one vertex less between the network and the task. It is ordered as a
+        // receive vertex would be (`order_pulls`), which stays acyclic: what it is ordered
+        // after (sends of its message's level and below, receives of a level no higher) is
+        // below it or not reachable from it, and no receive ordered after it leads to it.
+        let mut fused: Vec<Option<Pull<A>>> = (0..n).map(|_| None).collect();
+        let mut fused_k = Vec::new();
+        let into_me = || (batches.iter()).filter(|(k, _)| k.2 == me).map(|(_, b)| b);
+        let target = |batch: &Batch<A>| {
+            let t = batch.items[0].to;
+            (batch.items.iter().all(|e| e.to == t) && level[t as usize] == batch.level + 1)
+                .then_some(t as usize)
+        };
+        // Messages into each task: a task that another message reaches (through its own
+        // receive vertex, which may be ordered after the pull) must not pull one itself.
+        let mut pulls_into = vec![0u32; n];
+        for batch in into_me() {
+            let mut to: Vec<u32> = batch.items.iter().map(|e| e.to).collect();
+            to.sort_unstable();
+            to.dedup();
+            to.iter().for_each(|&t| pulls_into[t as usize] += 1);
+        }
+        for (k, batch) in into_me().enumerate() {
+            let one = target(batch).filter(|&t| pull && pulls_into[t] == 1);
+            if let Some(t) = one {
+                fused[t] = Some(Box::new(messages::receive_vertex(
+                    &ex, stream, k, batch, true,
+                )));
+            }
+            fused_k.push(one);
+        }
         let mut local = vec![u32::MAX; self.funcs.len()];
         let mut b = SubgraphBuilder::<Shard<A>>::new();
         let (mut sends, mut mine) = (Vec::new(), Vec::new());
@@ -289,7 +330,11 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         let wiring = Arc::new(wiring);
         for (t, f, i) in mine {
             let wiring = wiring.clone();
+            let pull_first = fused[t].take();
             let id = b.task(workers[t] % w, move |s: &Shard<A>| {
+                if let Some(receive) = &pull_first {
+                    receive(s);
+                }
                 let got = Received {
                     messages: &s.received,
                     edges: wiring.incoming(i),
@@ -315,11 +360,6 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         for &(t, post) in post_edges.iter().filter(|e| rank_of(e.0) == me) {
             b.signal(id(t), PostId(post));
         }
-        let ex = self.exchange.clone();
-        // With one worker a rank's receives pull their messages in their vertex: no inlet,
-        // inbox or mailbox hop between the network and the targets. With more, a message
-        // opens an inlet, and its vertex never holds a worker its targets' neighbours need.
-        let pull = w == 1;
         let mut incoming = Vec::new();
         let mut receives = Vec::new();
         for ((_, rf, rt), batch) in batches {
@@ -330,8 +370,13 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                 v
             };
             if rt == me && rf != me {
-                let worker = workers[batch.items[0].to as usize] % w;
                 let k = incoming.len();
+                incoming.push((batch.rank, batch.level));
+                if let Some(t) = fused_k[k] {
+                    receives.push((batch.level, id(t as u32)));
+                    continue;
+                }
+                let worker = workers[batch.items[0].to as usize] % w;
                 let v = b.task(
                     worker,
                     messages::receive_vertex(&ex, stream, k, &batch, pull),
@@ -344,7 +389,6 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
                     b.edge(v, id(t));
                 }
                 receives.push((batch.level, v));
-                incoming.push((batch.rank, batch.level));
             }
         }
         if pull {
@@ -451,7 +495,7 @@ impl<A: Send + Sync + 'static> Sharded<A> {
             args,
             seq,
             inbox: inbox.clone(),
-            received: self.incoming.iter().map(|_| OnceLock::new()).collect(),
+            received: self.incoming.iter().map(|_| OnceValue::new()).collect(),
             // A message of one source is packed in its worker's buffer instead.
             outbox: (out.to.iter().zip(&out.sources))
                 .map(|(m, &n)| Mutex::new(vec![0; if n > 1 { m.3 } else { 0 }]))
