@@ -358,8 +358,12 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Result<(), Failure> {
             // need not all get there.
             if !f.message.is_empty() {
                 tactor_cli::say!("error: {}", f.message);
+                tactor_cli::signals::silence();
+            } else {
+                // Another rank reports: exiting first, this rank could end the job (the
+                // launcher ends it at the first rank that exits) before that line is out.
+                tactor_cli::signals::let_another_rank_speak();
             }
-            tactor_cli::signals::silence();
             std::process::exit(f.code.into())
         }
         Err(f) => return Err(f),

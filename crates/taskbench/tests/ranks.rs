@@ -327,7 +327,11 @@ fn fault(system: &str, kind: &str, victim: usize) -> String {
     let (_, err) = text(&o);
     assert!(!o.status.success(), "{err}");
     let ours: Vec<_> = err.lines().filter(|l| l.starts_with("error: ")).collect();
-    assert_eq!(ours.len(), 1, "one rank reports, once:\n{err}");
+    assert_eq!(
+        ours.len(),
+        1,
+        "{system}, {victim}:{kind}: one rank reports, once:\n{err}"
+    );
     ours[0].to_string()
 }
 

@@ -80,7 +80,12 @@ impl System for Tasks {
             s.fence()
                 .map_err(|why| match (points.first.get(), why.failure()) {
                     (Some(e), _) => e.clone().into(),
-                    (None, Failure::Remote { rank, .. }) => RunError::Remote { rank: *rank },
+                    (None, Failure::Remote { rank, .. }) => {
+                        // That rank reports: wait until it has (its failure ends the wait),
+                        // or this rank's exit could end the job before it speaks.
+                        let _ = job.barrier();
+                        RunError::Remote { rank: *rank }
+                    }
                     (None, _) => why.into(),
                 })
         })
