@@ -101,6 +101,7 @@ pub mod implicit;
 pub mod job;
 mod runtime;
 mod scope;
+pub mod slots;
 mod subgraph;
 mod sync;
 

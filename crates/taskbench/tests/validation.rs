@@ -1,11 +1,10 @@
 //! Validation catches a system that breaks a dependency: inputs in the wrong order, with the
 //! wrong content (stale or from another point), missing or extra, and corrupted scratch.
 
-use taskbench::systems::team::{run_passes, Team};
-use taskbench::systems::{run_task, RunError};
+use taskbench::systems::run_task;
 use taskbench_core::app::App;
 use taskbench_core::plan::Plan;
-use taskbench_core::validate::Violation;
+use taskbench_core::validate::{TaskError, Violation};
 
 fn plan(flags: &str) -> Plan {
     let args: Vec<&str> = flags.split_whitespace().collect();
@@ -113,25 +112,20 @@ fn corrupted_scratch_fails() {
 #[test]
 fn a_system_that_reads_stale_outputs_is_stopped() {
     let p = plan("-steps 5 -width 3 -type stencil_1d");
-    let init = |_| (vec![vec![0u8; 16]; 3], vec![vec![0u8; 16]; 3]);
-    let err = run_passes(None, 1, 1, false, init, |rows, _, _, team: &Team| {
-        let (prev, cur) = rows;
+    let (mut prev, mut cur) = (vec![vec![0u8; 16]; 3], vec![vec![0u8; 16]; 3]);
+    let run = |prev: &mut Vec<Vec<u8>>, cur: &mut Vec<Vec<u8>>| {
         for t in 0..5 {
             for q in 0..3 {
-                if let Err(e) = run_task(&p, t, q, &mut cur[q as usize], &mut [], |d| {
+                run_task(&p, t, q, &mut cur[q as usize], &mut [], |d| {
                     &prev[d as usize]
-                }) {
-                    return team.fail(e);
-                }
+                })?;
             }
             if t == 0 {
                 std::mem::swap(prev, cur);
             }
         }
-    })
-    .unwrap_err();
-    let RunError::Validation(err) = err else {
-        panic!("expected a validation failure, got {err}");
+        Ok::<(), TaskError>(())
     };
+    let err = run(&mut prev, &mut cur).unwrap_err();
     assert_eq!((err.timestep, err.point), (2, 0), "{err}");
 }

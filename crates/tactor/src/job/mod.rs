@@ -22,8 +22,10 @@
 //! precondition of work on the rank it reaches (an event, an inlet of a subgraph instance, a
 //! task that pulls it); [`Blocks`] cuts arrays in one block per rank and moves the items that
 //! cross ranks between two steps, derived from the program's dependences, and [`Lockstep`]
-//! keeps such arrays' two generations and fills in the items other ranks own; [`Spmd`] gives
-//! futures whose values travel with their trigger.
+//! keeps such arrays' two generations and fills in the items other ranks own;
+//! [`Neighbours`] steps arrays cut in one block per worker of the job, each worker waiting
+//! only for the workers it exchanges items with; [`Spmd`] gives futures whose values travel
+//! with their trigger.
 //!
 //! **Failure.** A rank that fails calls [`Job::fail`]: it prints one line naming itself and
 //! the cause, and tells every other rank, whose next wait on the job (a collective, a
@@ -36,6 +38,7 @@ mod collective;
 pub mod exchange;
 mod fault;
 mod lockstep;
+mod neighbours;
 mod ports;
 pub(crate) mod rendezvous;
 mod sharded;
@@ -46,6 +49,7 @@ pub use blocks::{Blocks, Crossing};
 pub use exchange::Exchange;
 pub use fault::Fault;
 pub use lockstep::{Lockstep, Step};
+pub use neighbours::{Before, Block, Neighbours, Pattern, Stopped};
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
 pub use sharded::{Received, Sharded, ShardedBuilder};

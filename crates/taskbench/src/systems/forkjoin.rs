@@ -5,7 +5,7 @@
 
 use super::interface::{RunConfig, RunError, System};
 use super::styles::{self, Point, Task};
-use super::team::Pass;
+use super::timing::Pass;
 use taskbench_core::{app::App, validate::TaskError};
 
 /// Nested fork-join over the points, a join at the end of each timestep.

@@ -8,7 +8,7 @@
 //! read leaves when it is ready, and arrives there as a future.
 
 use super::interface::{RunConfig, RunError, System};
-use super::{shared::footprint, shared::run_inputs, team::Pass, timing::passes};
+use super::{shared::footprint, shared::run_inputs, timing::passes, timing::Pass};
 use std::sync::{Mutex, OnceLock};
 use tactor::{job::Blocks, Future, Inputs, Placement};
 use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};

@@ -10,7 +10,7 @@
 
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{block_owners, footprint, run_inputs};
-use super::team::Pass;
+use super::timing::Pass;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use tactor::implicit::Region;

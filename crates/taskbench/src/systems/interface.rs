@@ -1,7 +1,7 @@
 //! The interface every Task Bench system implements: how it is run ([`RunConfig`]), why a run
 //! fails ([`RunError`]), the [`System`] trait, and where a run's workers are pinned.
 
-use super::team::Pass;
+use super::timing::Pass;
 use std::sync::Arc;
 use tactor::job::exchange::RoundError;
 use tactor::job::{Exchange, Job};

@@ -15,10 +15,8 @@ mod parfor;
 mod serial;
 mod sharded;
 pub mod shared;
-pub mod slots;
 mod styles;
 mod tasks;
-pub mod team;
 mod timing;
 
 pub use bsp::Bsp;
@@ -30,7 +28,7 @@ pub use parfor::ParFor;
 pub use serial::Serial;
 pub use sharded::Sharded;
 pub use tasks::Tasks;
-pub use team::Pass;
+pub use timing::Pass;
 
 pub use interface::{
     default_workers, first_core, first_core_here, RunConfig, RunError, System, MAX_WORKERS,
@@ -65,9 +63,9 @@ mod tests {
     use super::{by_name, RunConfig};
     use taskbench_core::app::App;
 
-    /// The systems with unsafe code of their own (slots, edges, compiled chunks), and
-    /// `implicit` (the runtime's index launches, whose jobs reach the program's constant
-    /// unchecked), on two small graphs with two workers, every task validated and counted. Its reason to be is Miri
+    /// The systems with unsafe code of their own (slots, edges, compiled chunks), `bsp` (the
+    /// runtime's `Neighbours`, whose slots are read unchecked) and `implicit` (the runtime's
+    /// index launches, whose jobs reach the program's constant unchecked), on two small graphs with two workers, every task validated and counted. Its reason to be is Miri
     /// (`scripts/miri.sh` runs this crate's unit tests): one process for all of them, where a
     /// run of the binary per system spent most of its time in Miri starting the binary.
     #[test]

@@ -6,11 +6,11 @@
 use super::edges::Cut;
 use super::interface::{RunConfig, RunError};
 use super::shared::{run_shared_task, run_task};
-use super::slots::Slots;
-use super::team::Pass;
+use super::timing::Pass;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tactor::job::Exchange;
+use tactor::slots::Slots;
 use tactor::Runtime;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;

@@ -3,7 +3,7 @@
 //! idle to take the pieces), and the step ends when the loop returns.
 
 use super::interface::{RunConfig, RunError, System};
-use super::{styles, team::Pass};
+use super::{styles, timing::Pass};
 use taskbench_core::app::App;
 
 /// A parallel loop per timestep.

@@ -2,7 +2,7 @@
 
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::shared::{footprint, run_task};
-use super::{team::Pass, timing::passes_here};
+use super::timing::{passes_here, Pass};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;
 use taskbench_core::plan::Plan;

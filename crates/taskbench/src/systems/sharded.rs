@@ -9,12 +9,12 @@
 
 use super::interface::{RunConfig, RunError, PORT_EDGES};
 use super::shared::{block_owners, block_start, footprint, run_shared_task, run_task};
-use super::slots::Slots;
-use super::team::Pass;
+use super::timing::Pass;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tactor::job::{Exchange, Received, Sharded as Graph, ShardedBuilder};
+use tactor::slots::Slots;
 use tactor::{Event, SubgraphTask as Id};
 use taskbench_core::app::App;
 use taskbench_core::kernel::new_scratch;

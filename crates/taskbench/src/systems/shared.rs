@@ -10,7 +10,7 @@ pub mod footprint {
     use taskbench_core::memory::mul;
 
     /// Bytes of `rows` output rows and `scratch_rows` scratch rows per graph, each slot
-    /// rounded up to a cache line ([`crate::systems::slots::Slots`]).
+    /// rounded up to a cache line ([`tactor::slots::Slots`]).
     pub fn rows(app: &App, rows: u32, scratch_rows: u32) -> u128 {
         let line = |b: usize| mul(b.div_ceil(64), 64u32);
         app.graphs

@@ -3,7 +3,7 @@
 //! exchanges), and a timestep loop that hands each timestep's points to the style.
 
 use super::interface::{RunConfig, RunError};
-use super::{shared::footprint, shared::run_task, team::Pass, timing::passes};
+use super::{shared::footprint, shared::run_task, timing::passes, timing::Pass};
 use tactor::job::Lockstep;
 use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};
 

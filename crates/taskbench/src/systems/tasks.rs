@@ -8,7 +8,7 @@
 
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{block_owners, footprint, run_inputs};
-use super::{team::Pass, timing::passes};
+use super::timing::{passes, Pass};
 use smallvec::SmallVec;
 use std::sync::{Arc, Mutex, OnceLock};
 use tactor::job::{At, Spmd, Value};

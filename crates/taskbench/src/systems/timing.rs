@@ -3,7 +3,6 @@
 //! the workers validated.
 
 use super::interface::RunError;
-use super::team::Pass;
 use crossbeam_utils::Backoff;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -11,6 +10,15 @@ use std::time::{Duration, Instant};
 use tactor::job::Exchange;
 use tactor::Runtime;
 use taskbench_core::plan::tasks_executed_on_this_thread;
+
+/// One timed pass: its wall time and how many tasks the workers validated and ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    /// From the barrier that starts the pass to the end of its work.
+    pub elapsed: Duration,
+    /// Tasks executed by all workers during the pass.
+    pub tasks: u64,
+}
 
 /// A warm-up pass and a timed one. Under Miri one pass: the timed pass runs the warm-up's code
 /// again, and Miri's time is the largest part of the test run.
@@ -34,6 +42,30 @@ pub fn passes(
         let elapsed = match remote {
             Some(ex) => ex.round(rt, timed)?,
             None => timed()?,
+        };
+        last = Some(Pass {
+            elapsed,
+            tasks: executed(rt)?.wrapping_sub(before),
+        });
+    }
+    Ok(last.expect("two passes ran"))
+}
+
+/// A warm-up pass and a timed pass of `pass`, which times itself from a barrier of every
+/// worker (a system whose workers run one long task each, started by the pass), with the
+/// tasks the workers validated during the timed one. On several ranks each pass is a round of
+/// the exchange, as in [`passes`].
+pub fn passes_timed(
+    rt: &Runtime,
+    remote: Option<&Exchange>,
+    mut pass: impl FnMut() -> Result<Duration, RunError>,
+) -> Result<Pass, RunError> {
+    let mut last = None;
+    for _pass in 0..PASSES {
+        let before = executed(rt)?;
+        let elapsed = match remote {
+            Some(ex) => ex.round(rt, &mut pass)?,
+            None => pass()?,
         };
         last = Some(Pass {
             elapsed,

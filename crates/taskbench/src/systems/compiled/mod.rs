@@ -22,7 +22,7 @@ mod chunk;
 use super::interface::{check_workers, RunConfig, RunError, System};
 use super::on_tactor::{self, ErrorSlot, Graph};
 use super::shared::footprint;
-use super::team::Pass;
+use super::timing::Pass;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tactor::job::exchange::{Inbox, Key};

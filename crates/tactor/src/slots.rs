@@ -1,13 +1,24 @@
-//! Output buffers shared between workers. Each point of a timestep has a slot; a producer writes
-//! its slot while consumers on other threads read other slots. Which accesses may overlap is
-//! decided by each system's synchronisation protocol, so the accessors are `unsafe` and each
-//! call site states why its protocol excludes a conflicting access. Task Bench's validation
-//! then checks every input, so a protocol mistake shows up as a failed run.
+//! Byte slots shared between workers: each item of a step has a slot; its producer writes it
+//! while workers on other threads read other slots. Which accesses may overlap is decided by
+//! the program's synchronisation (events, a subgraph's edges, [`crate::job::Neighbours`]'
+//! counters), so the accessors are `unsafe` and each call site states why its protocol
+//! excludes a conflicting access.
 
 use std::cell::UnsafeCell;
 
 /// A row of equally sized byte slots, each on its own cache lines (no false sharing between
-/// points owned by different workers).
+/// items written by different workers).
+///
+/// ```
+/// use tactor::slots::Slots;
+///
+/// let row = Slots::new(4, 3);
+/// // SAFETY: one thread here, and no slice outlives its statement.
+/// unsafe { row.write(2).copy_from_slice(&[1, 2, 3]) };
+/// assert_eq!(unsafe { row.read(2) }, &[1, 2, 3]);
+/// assert_eq!(unsafe { row.read(1) }, &[0, 0, 0]);
+/// assert_eq!(row.addr(1) % 64, 0);
+/// ```
 pub struct Slots {
     data: Box<[Block]>,
     count: usize,
@@ -29,8 +40,8 @@ impl Slots {
     /// `count` slots of `bytes` bytes each, zeroed.
     ///
     /// # Panics
-    /// If the total size overflows `usize` (the command line refuses such runs first, see
-    /// [`crate::systems::System::memory`]). `ptr`'s safety argument rests on
+    /// If the total size overflows `usize` or exceeds `isize::MAX` (a program sizes its
+    /// memory before it asks). `ptr`'s safety argument rests on
     /// `count × stride` being the allocation's exact length, so it is computed checked.
     pub fn new(count: usize, bytes: usize) -> Slots {
         let size = bytes
@@ -85,7 +96,7 @@ impl Slots {
         UnsafeCell::raw_get(unsafe { base.cast::<UnsafeCell<u8>>().add(i * self.stride) })
     }
 
-    /// The address of slot `i`, for hints that read nothing ([`tactor::hint::fetch_at`]).
+    /// The address of slot `i`, for hints that read nothing ([`crate::hint::fetch_at`]).
     pub fn addr(&self, i: usize) -> usize {
         self.ptr(i) as usize
     }
@@ -111,31 +122,6 @@ impl Slots {
     }
 }
 
-/// One byte buffer on cache lines of its own, owned: what a point's region holds in the
-/// implicit systems. A `Vec<u8>` of a few bytes shares its line with whatever the allocator
-/// put beside it — other points' outputs, written by other workers every timestep (measured
-/// on `traced`: most of its misses were on lines its neighbours' tasks kept taking away).
-pub struct LineBuf(Slots);
-
-impl LineBuf {
-    /// `bytes` bytes holding a copy of `init`.
-    pub fn from(init: &[u8]) -> LineBuf {
-        LineBuf(Slots::filled(1, init))
-    }
-
-    /// The contents.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `&self` excludes a writer: the only one is `as_mut_slice`, through `&mut`.
-        unsafe { self.0.read(0) }
-    }
-
-    /// The contents, for writing.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `&mut self` makes this the only access to the slot.
-        unsafe { self.0.write(0) }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,16 +139,6 @@ mod tests {
         }
         assert_eq!(s.stride, 64);
         assert_eq!(s.ptr(1) as usize % 64, 0);
-    }
-
-    #[test]
-    fn a_line_buffer_holds_its_bytes_on_a_line_of_its_own() {
-        let mut b = LineBuf::from(&[1, 2, 3]);
-        assert_eq!(b.as_slice(), &[1, 2, 3]);
-        b.as_mut_slice()[1] = 9;
-        assert_eq!(b.as_slice(), &[1, 9, 3]);
-        assert_eq!(b.as_slice().as_ptr() as usize % 64, 0);
-        assert!(LineBuf::from(&[]).as_slice().is_empty());
     }
 
     #[test]
