@@ -35,10 +35,12 @@
 
 mod blocks;
 mod collective;
+mod dataflow;
 pub mod exchange;
 mod fault;
 mod lockstep;
 mod neighbours;
+mod pattern;
 mod ports;
 pub(crate) mod rendezvous;
 mod sharded;
@@ -46,10 +48,12 @@ mod spmd;
 mod wire;
 
 pub use blocks::{Blocks, Crossing};
+pub use dataflow::{Dataflow, Point, Reads};
 pub use exchange::Exchange;
 pub use fault::Fault;
 pub use lockstep::{Lockstep, Step};
-pub use neighbours::{Before, Block, Neighbours, Pattern, Stopped};
+pub use neighbours::{Before, Block, Neighbours, Stopped};
+pub use pattern::Pattern;
 use ports::Ports;
 pub use ports::{Handler, OpenPort};
 pub use sharded::{Received, Sharded, ShardedBuilder};

@@ -4,38 +4,17 @@
 //! rank a counter each, across ranks one message per pair of workers and timestep, all graphs
 //! together). The runtime derives those waits and messages from the graphs' dependencies.
 
+use super::graphs::Graphs;
 use super::interface::{RunConfig, RunError, System};
 use super::shared::{footprint, run_task};
 use super::timing::{passes_timed, Pass};
-use std::ops::Range;
-use tactor::job::{Neighbours, Pattern, Stopped};
+use std::sync::Arc;
+use tactor::job::{Neighbours, Stopped};
 use taskbench_core::{app::App, graph::TaskGraph, kernel::new_scratch, plan::Plan};
 
 /// Block-distributed points, one long-running task per worker, neighbour-to-neighbour
 /// synchronisation per timestep.
 pub struct Bsp;
-
-/// The graphs as the runtime reads them: graph `g` is array `g`, a timestep a step.
-struct Graphs(Vec<Plan>);
-
-impl Pattern for Graphs {
-    fn live(&self, g: usize, t: i64) -> Range<usize> {
-        let p = &self.0[g];
-        p.offset(t) as usize..(p.offset(t) + p.width(t)) as usize
-    }
-
-    fn reads(&self, g: usize, t: i64, p: usize) -> impl Iterator<Item = usize> + '_ {
-        self.0[g].dep_indices(t, p)
-    }
-
-    fn readers(&self, g: usize, t: i64, p: usize) -> impl Iterator<Item = usize> + '_ {
-        self.0[g].rdep_indices(t, p)
-    }
-
-    fn class(&self, g: usize, t: i64) -> Option<u32> {
-        Some(self.0[g].shape_id(t).unwrap_or(u32::MAX))
-    }
-}
 
 impl System for Bsp {
     fn name(&self) -> &'static str {
@@ -58,7 +37,8 @@ impl System for Bsp {
             .map(|g| (g.max_width as usize, g.output_bytes_per_task))
             .collect();
         let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
-        let grid = Neighbours::new(remote.clone(), cfg.workers, Graphs(plans), &arrays, steps);
+        let graphs = Graphs(Arc::new(plans));
+        let grid = Neighbours::new(remote.clone(), cfg.workers, graphs, &arrays, steps);
         // Per worker and graph: its block's first point and a scratch buffer per point.
         let mut scratch: Vec<Vec<(usize, Vec<Vec<u8>>)>> = (0..cfg.workers)
             .map(|w| {

@@ -5,15 +5,13 @@
 
 mod bsp;
 mod compiled;
-mod edges;
 mod forkjoin;
 mod futures;
+mod graphs;
 mod implicit;
 pub mod interface;
-mod on_tactor;
 mod parfor;
 mod serial;
-mod sharded;
 pub mod shared;
 mod styles;
 mod tasks;
@@ -26,7 +24,6 @@ pub use futures::Futures;
 pub use implicit::{Implicit, Style};
 pub use parfor::ParFor;
 pub use serial::Serial;
-pub use sharded::Sharded;
 pub use tasks::Tasks;
 pub use timing::Pass;
 
@@ -42,7 +39,6 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(Bsp),
         Box::new(Tasks),
         Box::new(Compiled),
-        Box::new(Sharded),
         Box::new(Implicit(Style::Plain)),
         Box::new(Implicit(Style::Traced)),
         Box::new(Implicit(Style::Auto)),
@@ -63,9 +59,9 @@ mod tests {
     use super::{by_name, RunConfig};
     use taskbench_core::app::App;
 
-    /// The systems with unsafe code of their own (slots, edges, compiled chunks), `bsp` (the
-    /// runtime's `Neighbours`, whose slots are read unchecked) and `implicit` (the runtime's
-    /// index launches, whose jobs reach the program's constant unchecked), on two small graphs with two workers, every task validated and counted. Its reason to be is Miri
+    /// The systems whose runtime parts read memory unchecked on a Task Bench graph: `bsp`
+    /// (`Neighbours`' slots), `compiled` (`Dataflow`'s slots and states) and `implicit` (index
+    /// launches, whose jobs reach the program's constant unchecked), on two small graphs with two workers, every task validated and counted. Its reason to be is Miri
     /// (`scripts/miri.sh` runs this crate's unit tests): one process for all of them, where a
     /// run of the binary per system spent most of its time in Miri starting the binary.
     #[test]
@@ -74,7 +70,7 @@ mod tests {
                      -and -steps 4 -width 3 -type stencil_1d";
         let args: Vec<&str> = flags.split_whitespace().collect();
         let (app, _) = App::parse(&args, &[]).expect("the flags parse");
-        for name in ["bsp", "compiled", "sharded", "implicit"] {
+        for name in ["bsp", "compiled", "implicit"] {
             let system = by_name(name).expect("a system of that name");
             let cfg = RunConfig {
                 workers: 2,

@@ -8,6 +8,7 @@ mod team;
 mod wire;
 
 use super::exchange::Exchange;
+use super::Pattern;
 use crate::slots::Slots;
 use crate::Runtime;
 use classes::Classes;
@@ -17,47 +18,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use team::Team;
-
-/// What a program's items read: for each array, which items a step computes, and which items
-/// of the step before each of them reads. Every rank gives the same pattern.
-///
-/// ```
-/// use tactor::job::Pattern;
-///
-/// /// Each of `n` cells reads itself and its two neighbours at the step before.
-/// struct Near(usize);
-/// impl Pattern for Near {
-///     fn live(&self, _array: usize, _step: i64) -> std::ops::Range<usize> {
-///         0..self.0
-///     }
-///     fn reads(&self, _: usize, step: i64, i: usize) -> impl Iterator<Item = usize> + '_ {
-///         (step > 0).then(|| i.saturating_sub(1)..(i + 2).min(self.0)).into_iter().flatten()
-///     }
-///     fn readers(&self, a: usize, step: i64, i: usize) -> impl Iterator<Item = usize> + '_ {
-///         self.reads(a, step, i) // symmetric
-///     }
-///     fn class(&self, _: usize, step: i64) -> Option<u32> {
-///         Some(u32::from(step > 0)) // the first step reads nothing; the others are alike
-///     }
-/// }
-/// assert_eq!(Near(4).reads(0, 1, 3).collect::<Vec<_>>(), [2, 3]);
-/// ```
-pub trait Pattern: Sync {
-    /// The items of `array` computed at `step` (the others are not written then).
-    fn live(&self, array: usize, step: i64) -> Range<usize>;
-    /// The items of `array` at `step - 1` that `item` reads at `step`.
-    fn reads(&self, array: usize, step: i64, item: usize) -> impl Iterator<Item = usize> + '_;
-    /// The items of `array` at `step` that read `item` of `step - 1`: the inverse of
-    /// [`Pattern::reads`].
-    fn readers(&self, array: usize, step: i64, item: usize) -> impl Iterator<Item = usize> + '_;
-    /// An identifier of `step`'s shape in `array`: two steps with the same one have the same
-    /// live items, reads and readers, so what a worker waits for, receives and sends is worked
-    /// out once per shape. `None` (the default) works it out at every step.
-    fn class(&self, array: usize, step: i64) -> Option<u32> {
-        let _ = (array, step);
-        None
-    }
-}
 
 /// Arrays of fixed-size items stepped by every worker of a job, as an MPI program with
 /// point-to-point synchronisation steps its blocks: the items of each array are cut in one
@@ -458,4 +418,4 @@ fn intersect(a: Range<usize>, b: Range<usize>) -> Range<usize> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

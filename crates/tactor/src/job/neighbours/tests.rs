@@ -4,7 +4,7 @@ use std::ops::Range;
 
 /// A pattern given by tables: per array and step, the live items and each one's reads (of
 /// live items of the step before), drawn from a seed; readers are their inverse.
-struct Table {
+pub(crate) struct Table {
     live: Vec<Vec<Range<usize>>>,
     reads: Vec<Vec<Vec<Vec<usize>>>>,
     readers: Vec<Vec<Vec<Vec<usize>>>>,
@@ -13,7 +13,7 @@ struct Table {
 }
 
 impl Table {
-    fn new(sizes: &[usize], steps: usize, seed: u64) -> Table {
+    pub(crate) fn new(sizes: &[usize], steps: usize, seed: u64) -> Table {
         let mut x = seed;
         let mut next = move |n: usize| {
             x ^= x << 13;
@@ -58,7 +58,7 @@ impl Table {
     }
 
     /// Each item at each step, computed on one thread.
-    fn serial(&self, steps: usize, bytes: &[usize]) -> Vec<Vec<Vec<u8>>> {
+    pub(crate) fn serial(&self, steps: usize, bytes: &[usize]) -> Vec<Vec<Vec<u8>>> {
         let mut rows: Vec<Vec<Vec<u8>>> = bytes
             .iter()
             .zip(&self.reads)
@@ -95,7 +95,12 @@ impl Pattern for Table {
 }
 
 /// An item's value at a step: a mix of where it is and what it read.
-fn value<'a>(a: usize, t: i64, i: usize, ins: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+pub(crate) fn value<'a>(
+    a: usize,
+    t: i64,
+    i: usize,
+    ins: impl Iterator<Item = &'a [u8]>,
+) -> Vec<u8> {
     let mut h = (a as u64 + 1) * 1_000_003 + t as u64 * 7919 + i as u64;
     for x in ins {
         for &b in x {
@@ -106,13 +111,13 @@ fn value<'a>(a: usize, t: i64, i: usize, ins: impl Iterator<Item = &'a [u8]>) ->
     (0..bytes).map(|k| (h >> (k % 8 * 8)) as u8).collect()
 }
 
-const SIZES: [usize; 2] = [13, 7];
-const BYTES: [usize; 2] = [3, 9];
+pub(crate) const SIZES: [usize; 2] = [13, 7];
+pub(crate) const BYTES: [usize; 2] = [3, 9];
 // The last step has every item live (see `Table::new`): `last` shows them all.
-const STEPS: usize = if cfg!(miri) { 8 } else { 23 };
+pub(crate) const STEPS: usize = if cfg!(miri) { 8 } else { 23 };
 
 /// The last step of every array on this rank, after two passes.
-fn run(rt: &Runtime, exchange: Option<Arc<Exchange>>, seed: u64) -> Vec<Vec<Vec<u8>>> {
+fn run(rt: &Runtime, exchange: Option<Arc<Exchange>>, seed: u64) -> Last {
     let table = Table::new(&SIZES, STEPS, seed);
     let arrays: Vec<_> = SIZES.iter().copied().zip(BYTES).collect();
     let nb = Neighbours::new(exchange, rt.workers(), table, &arrays, STEPS as i64);
@@ -153,41 +158,34 @@ fn run(rt: &Runtime, exchange: Option<Arc<Exchange>>, seed: u64) -> Vec<Vec<Vec<
     (0..2).map(|a| nb.last(a, STEPS as i64 - 1)).collect()
 }
 
-#[test]
-fn every_split_of_workers_computes_what_one_thread_does() {
-    // Under Miri (which interprets one thread at a time) a seed of each kind and two workers.
-    let (seeds, splits) = match cfg!(miri) {
-        true => (&[1, 2][..], &[2][..]),
-        false => (&[1, 2, 3][..], &[1, 2, 3][..]),
-    };
+/// What a test program gives back: the last step of every array on this rank.
+pub(crate) type Last = Vec<Vec<Vec<u8>>>;
+
+/// Checks that `run(runtime, exchange, seed)` computes in one process of 1–3 workers what one
+/// thread does (under Miri, which interprets one thread at a time, one seed whose steps have
+/// classes and one without, on two workers).
+pub(crate) fn in_one_process(seeds: &[u64], run: impl Fn(&Runtime, u64) -> Last) {
+    let splits: &[usize] = if cfg!(miri) { &[2] } else { &[1, 2, 3] };
     for &seed in seeds {
-        let table = Table::new(&SIZES, STEPS, seed);
-        let expect = table.serial(STEPS, &BYTES);
+        let expect = Table::new(&SIZES, STEPS, seed).serial(STEPS, &BYTES);
         for &workers in splits {
             let rt = Runtime::builder()
                 .workers(workers)
                 .pin(false)
                 .build()
                 .unwrap();
-            assert_eq!(
-                run(&rt, None, seed),
-                expect,
-                "{workers} workers, seed {seed}"
-            );
+            assert_eq!(run(&rt, seed), expect, "{workers} workers, seed {seed}");
         }
     }
 }
 
-/// Not under Miri: the ranks' idle workers poll the network all along, which Miri runs a
-/// thousand times slower (the unsafe code is the same as in one process).
-#[test]
-#[cfg_attr(miri, ignore)]
-fn ranks_of_one_and_more_workers_compute_what_one_thread_does() {
+/// Checks that `run` computes on 2–3 ranks of 1–2 workers what one thread does.
+pub(crate) fn on_ranks(run: impl Fn(&Runtime, Arc<Exchange>, u64) -> Last + Sync) {
     for seed in [4, 5] {
         let expect = Table::new(&SIZES, STEPS, seed).serial(STEPS, &BYTES);
         for (ranks, workers) in [(2, 1), (3, 1), (2, 2)] {
             let got = Job::run_in_process(ranks, workers, |rt, job| {
-                run(rt, Some(Exchange::open(job, FIRST_PORT).unwrap()), seed)
+                run(rt, Exchange::open(job, FIRST_PORT).unwrap(), seed)
             });
             // Each rank holds its blocks: put the arrays back together rank by rank.
             let mut joined = vec![Vec::new(); 2];
@@ -196,13 +194,30 @@ fn ranks_of_one_and_more_workers_compute_what_one_thread_does() {
                     joined[a].extend(part);
                 }
             }
-            assert_eq!(joined, expect, "{ranks} ranks of {workers} workers");
+            assert_eq!(
+                joined, expect,
+                "{ranks} ranks of {workers} workers, seed {seed}"
+            );
         }
     }
 }
 
+#[test]
+fn every_split_of_workers_computes_what_one_thread_does() {
+    let seeds: &[u64] = if cfg!(miri) { &[1, 2] } else { &[1, 2, 3] };
+    in_one_process(seeds, |rt, seed| run(rt, None, seed));
+}
+
+/// Not under Miri: the ranks' idle workers poll the network all along, which Miri runs a
+/// thousand times slower (the unsafe code is the same as in one process).
+#[test]
+#[cfg_attr(miri, ignore)]
+fn ranks_of_one_and_more_workers_compute_what_one_thread_does() {
+    on_ranks(|rt, ex, seed| run(rt, Some(ex), seed));
+}
+
 /// A pattern where each of `n` items reads its neighbours.
-struct Near(usize);
+pub(crate) struct Near(pub(crate) usize);
 
 impl Pattern for Near {
     fn live(&self, _: usize, _: i64) -> Range<usize> {

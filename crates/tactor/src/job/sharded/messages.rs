@@ -205,6 +205,37 @@ pub(super) fn receive_vertex<A: Send + Sync + 'static>(
     }
 }
 
+/// What a task that receives a message at its start runs: pulls the message of `batch` in
+/// the instance into `into` (read where it landed, copied once), and fails the task with the
+/// sender's cause if it is poisoned, or if it is not the batch's items.
+pub(super) fn pull_into<A: Send + Sync + 'static>(
+    ex: &Arc<Exchange>,
+    stream: Stream,
+    batch: &Batch<A>,
+) -> impl Fn(&Shard<A>, &mut Vec<u8>) + Send + Sync + 'static {
+    let (ex, source, level) = (ex.clone(), batch.rank, batch.level);
+    let (count, total) = (batch.items.len(), batch.bytes);
+    move |s: &Shard<A>, into: &mut Vec<u8>| {
+        let key: Key = (stream.id, stream.step(s.seq, level), source);
+        let took = ex.pull(key, &mut |m| {
+            into.clear();
+            into.extend_from_slice(m);
+        });
+        if let Err(cause) = took {
+            crate::fail(cause);
+        }
+        if let Some(cause) = poisoned(into) {
+            crate::fail(format!("rank {source}: {cause}"));
+        }
+        if ex.check(key, Some(into), count, total).is_none() {
+            crate::fail(format!(
+                "stream {}: the message of step {} from rank {source} broke the protocol",
+                key.0, key.1
+            ));
+        }
+    }
+}
+
 /// Message `k` of an instance, `data`, arrived under `key`: fails the vertex with the
 /// sender's cause if it is poisoned, or if it is not `count` items in `total` bytes; else
 /// keeps it for the targets.

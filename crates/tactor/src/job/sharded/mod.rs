@@ -17,8 +17,15 @@ use std::sync::{Arc, Mutex};
 
 type TaskFn<A> = Box<dyn Fn(&A, &Received<'_>) + Send + Sync>;
 
-/// A receive that a task runs at its start ([`ShardedBuilder::compile`]).
-type Pull<A> = Box<dyn Fn(&Shard<A>) + Send + Sync>;
+/// A receive that a task runs at its start ([`ShardedBuilder::compile`]): the number of its
+/// message in the instance, and what pulls it into a buffer.
+type Pull<A> = (u32, Box<dyn Fn(&Shard<A>, &mut Vec<u8>) + Send + Sync>);
+
+std::thread_local! {
+    /// The buffer a task pulls its message into, reused from task to task (a task that waits
+    /// and lets another run meanwhile leaves the next one a fresh buffer).
+    static PULLED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
 
 /// Collects a subgraph over every rank of a job, the same on every rank (control
 /// replication): tasks placed on job-wide workers (worker `w` is worker `w % W` of rank
@@ -109,6 +116,8 @@ struct Shard<A> {
 pub struct Received<'a> {
     messages: &'a [OnceValue<Vec<u8>>],
     edges: &'a [Incoming],
+    /// The message this task pulled at its start, if it did: its number and bytes.
+    pulled: Option<(u32, &'a [u8])>,
 }
 
 impl<'a> Received<'a> {
@@ -117,7 +126,10 @@ impl<'a> Received<'a> {
     /// nothing).
     pub fn from(&self, from: TaskId) -> Option<&'a [u8]> {
         let &(_, m, at, len) = self.edges.iter().find(|e| e.0 == from)?;
-        let message = self.messages[m as usize].get()?;
+        let message = match self.pulled {
+            Some((k, bytes)) if k == m => bytes,
+            _ => self.messages[m as usize].get()?,
+        };
         Some(&Exchange::payload(message)[at as usize..][..len as usize])
     }
 }
@@ -309,9 +321,8 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         for (k, batch) in into_me().enumerate() {
             let one = target(batch).filter(|&t| pull && pulls_into[t] == 1);
             if let Some(t) = one {
-                fused[t] = Some(Box::new(messages::receive_vertex(
-                    &ex, stream, k, batch, true,
-                )));
+                let pull = messages::pull_into(&ex, stream, batch);
+                fused[t] = Some((k as u32, Box::new(pull)));
             }
             fused_k.push(one);
         }
@@ -332,14 +343,21 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
             let wiring = wiring.clone();
             let pull_first = fused[t].take();
             let id = b.task(workers[t] % w, move |s: &Shard<A>| {
-                if let Some(receive) = &pull_first {
-                    receive(s);
-                }
+                let mut buffer = Vec::new();
+                let pulled = pull_first.as_ref().map(|(k, pull)| {
+                    buffer = PULLED.take();
+                    pull(s, &mut buffer);
+                    (*k, &buffer[..])
+                });
                 let got = Received {
                     messages: &s.received,
                     edges: wiring.incoming(i),
+                    pulled,
                 };
                 f(&s.args, &got);
+                if pull_first.is_some() {
+                    PULLED.set(buffer);
+                }
                 wiring.ran(s, i);
             });
             local[t] = id.0;

@@ -1,0 +1,122 @@
+use super::*;
+use crate::job::neighbours::tests::{in_one_process, on_ranks, value, Last, Near, Table};
+use crate::job::neighbours::tests::{BYTES, SIZES, STEPS};
+use crate::job::{exchange::RoundError, Job, FIRST_PORT};
+use crate::Runtime;
+
+/// The last step of every array on this rank, after two runs; every item's state counts its
+/// steps, and each step checks that the ones before it ran first.
+fn run(rt: &Handle, exchange: Option<Arc<Exchange>>, seed: u64) -> Last {
+    let table = Table::new(&SIZES, STEPS, seed);
+    let arrays: Vec<_> = SIZES.iter().copied().zip(BYTES).collect();
+    // Per array and item, how many steps it is live before each step.
+    let before: Vec<Vec<Vec<u64>>> = (0..2)
+        .map(|a| {
+            (0..SIZES[a])
+                .map(|i| {
+                    let live = |t: usize| u64::from(table.live(a, t as i64).contains(&i));
+                    (0..=STEPS)
+                        .scan(0, |n, t| Some(std::mem::replace(n, *n + live(t))))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let flow = Dataflow::new(
+        rt,
+        exchange.clone(),
+        table,
+        &arrays,
+        STEPS as i64,
+        |_, _| 0u64,
+        move |p| {
+            let runs = &before[p.array][p.item];
+            let per_run = runs[STEPS];
+            if *p.state % per_run != runs[p.step as usize] {
+                return Err(format!(
+                    "{}:{} step {} ran out of order",
+                    p.array, p.item, p.step
+                ));
+            }
+            *p.state += 1;
+            let ins: Vec<&[u8]> = (p.before.inputs.iter())
+                .map(|&(d, _)| p.before.get(d))
+                .collect();
+            p.out
+                .copy_from_slice(&value(p.array, p.step, p.item, ins.into_iter()));
+            Ok(())
+        },
+    )
+    .unwrap();
+    for _run in 0..2 {
+        match &exchange {
+            Some(ex) => ex.round(rt, || flow.run()).unwrap(),
+            None => flow.run().unwrap(),
+        }
+    }
+    (0..2).map(|a| flow.last(a, STEPS as i64 - 1)).collect()
+}
+
+#[test]
+fn every_split_of_workers_computes_what_one_thread_does() {
+    // Under Miri one seed, whose steps have classes.
+    let seeds: &[u64] = if cfg!(miri) { &[1] } else { &[1, 2, 3] };
+    in_one_process(seeds, |rt, seed| run(rt, None, seed));
+}
+
+/// Not under Miri: the ranks' idle workers poll the network all along.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn ranks_of_one_and_more_workers_compute_what_one_thread_does() {
+    on_ranks(|rt, ex, seed| run(rt, Some(ex), seed));
+}
+
+#[test]
+fn a_failing_body_stops_the_run_and_the_next_run_starts_afresh() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    let steps = if cfg!(miri) { 12 } else { 200 };
+    let fail = Arc::new(AtomicBool::new(true));
+    let fail2 = fail.clone();
+    let flow = Dataflow::new(
+        &rt,
+        None,
+        Near(9),
+        &[(9, 1)],
+        steps,
+        |_, _| (),
+        move |p| match p.step == 7 && p.item == 4 && fail2.load(Ordering::Relaxed) {
+            true => Err("bad input at step 7"),
+            false => Ok(()),
+        },
+    )
+    .unwrap();
+    assert_eq!(flow.run(), Err(Stopped::Failed("bad input at step 7")));
+    fail.store(false, Ordering::Relaxed);
+    assert_eq!(flow.run(), Ok(()));
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_rank_whose_body_fails_ends_the_run_of_the_others() {
+    let got = Job::run_in_process(2, 1, |rt, job| {
+        let ex = Exchange::open(job, FIRST_PORT).unwrap();
+        let me = job.rank();
+        let job2 = job.clone();
+        let flow = Dataflow::new(rt, Some(ex.clone()), Near(4), &[(4, 1)], 500, |_, _| (), {
+            move |p| match (me, p.step) {
+                (1, 20) => {
+                    job2.tell_failure("rank 1's input is bad");
+                    Err("bad")
+                }
+                _ => Ok(()),
+            }
+        })
+        .unwrap();
+        ex.round(rt, || flow.run()).map(|_| ())
+    });
+    let rank0 = got[0].as_ref().unwrap();
+    assert!(
+        matches!(rank0, Err(RoundError::Remote { rank: 1, .. })),
+        "{rank0:?}"
+    );
+}
