@@ -390,6 +390,8 @@ impl Spmd {
         let value = local(v).get().cloned();
         // The other ranks' copies leave before this rank goes on (and perhaps ends).
         let _ = Event::merge(&std::mem::take(&mut self.sends)).wait();
+        // The list starts over: its next pruning is as early as a new program's.
+        self.sends_prune_at = 64;
         value
     }
 }
