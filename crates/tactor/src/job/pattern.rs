@@ -45,3 +45,36 @@ pub trait Pattern: Sync {
         None
     }
 }
+
+/// The block distribution of an array's items over the workers of a job, which both
+/// executions of a [`Pattern`] use: worker `w` (of the job) owns `starts[w]..starts[w + 1]`,
+/// and `owner[i]` is the worker of item `i`.
+pub(super) struct Cut {
+    pub(super) starts: Vec<usize>,
+    pub(super) owner: Vec<u32>,
+}
+
+impl Cut {
+    /// `n` items over `all` workers.
+    ///
+    /// # Panics
+    /// If `all` is 0 or not below 2^32.
+    pub(super) fn new(n: usize, all: usize) -> Cut {
+        assert!(
+            all > 0 && u32::try_from(all).is_ok(),
+            "1 to 2^32 - 1 workers, not {all}"
+        );
+        let starts: Vec<usize> = (0..=all)
+            .map(|w| (w as u128 * n as u128 / all as u128) as usize)
+            .collect();
+        let owner = (0..all)
+            .flat_map(|w| std::iter::repeat_n(w as u32, starts[w + 1] - starts[w]))
+            .collect();
+        Cut { starts, owner }
+    }
+
+    /// The items of the job's workers `workers`.
+    pub(super) fn block(&self, workers: Range<usize>) -> Range<usize> {
+        self.starts[workers.start]..self.starts[workers.end]
+    }
+}

@@ -35,20 +35,7 @@ pub fn passes(
     pass: impl FnMut() -> Result<(), RunError> + Send,
 ) -> Result<Pass, RunError> {
     let pass = Mutex::new(pass);
-    let mut last = None;
-    for _pass in 0..PASSES {
-        let before = executed(rt)?;
-        let timed = || timed_on_worker(rt, &pass);
-        let elapsed = match remote {
-            Some(ex) => ex.round(rt, timed)?,
-            None => timed()?,
-        };
-        last = Some(Pass {
-            elapsed,
-            tasks: executed(rt)?.wrapping_sub(before),
-        });
-    }
-    Ok(last.expect("two passes ran"))
+    passes_timed(rt, remote, || timed_on_worker(rt, &pass))
 }
 
 /// A warm-up pass and a timed pass of `pass`, which times itself from a barrier of every

@@ -46,7 +46,7 @@ where
     let mut b = ShardedBuilder::new(data.exchange.clone(), stream);
     let after = b.precondition();
     let bytes = |a: usize| data.arrays[a].bytes;
-    let owner = |a: usize, p: usize| data.arrays[a].owner[p] as usize;
+    let owner = |a: usize, p: usize| data.arrays[a].cut.owner[p] as usize;
     // Per (step, array, item): its task, and the offset of its item in the task's items.
     let mut ids: HashMap<(i64, usize, usize), (Id, usize)> = HashMap::new();
     // Per item: the last task of the chunk that ran it (its state's last user).
@@ -73,7 +73,7 @@ where
         for a in 0..data.arrays.len() {
             for p in data.live(a, t) {
                 let w = owner(a, p);
-                let k = p - data.arrays[a].starts[w];
+                let k = p - data.arrays[a].cut.starts[w];
                 places.entry((w, k)).or_default().push((a, p));
             }
         }

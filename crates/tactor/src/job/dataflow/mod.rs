@@ -5,6 +5,7 @@
 mod chunk;
 
 use super::exchange::Exchange;
+use super::pattern::Cut;
 use super::{Job, Pattern, Received, Sharded, Stopped, FIRST_PORT};
 use crate::slots::Slots;
 use crate::subgraph::{SubgraphError, TaskId};
@@ -96,8 +97,7 @@ struct Data<P, S, E, B> {
 struct Array<S> {
     rows: [Slots; 2],
     bytes: usize,
-    owner: Vec<u32>,
-    starts: Vec<usize>,
+    cut: Cut,
     states: Vec<State<S>>,
 }
 
@@ -188,22 +188,17 @@ where
             }
         };
         let (rank, all) = (exchange.job().rank(), exchange.job().ranks() * workers);
-        let start = |w: usize, n: usize| (w as u128 * n as u128 / all as u128) as usize;
         let arrays = (arrays.iter().enumerate())
             .map(|(a, &(n, bytes))| {
-                let starts: Vec<usize> = (0..=all).map(|w| start(w, n)).collect();
-                let owner: Vec<u32> = (0..all)
-                    .flat_map(|w| std::iter::repeat_n(w as u32, starts[w + 1] - starts[w]))
-                    .collect();
-                let mine = starts[rank * workers]..starts[(rank + 1) * workers];
+                let cut = Cut::new(n, all);
+                let mine = cut.block(rank * workers..(rank + 1) * workers);
                 Array {
                     rows: [0, 1].map(|_| Slots::new(n, bytes)),
                     bytes,
                     states: (0..n)
                         .map(|i| State(UnsafeCell::new(mine.contains(&i).then(|| init(a, i)))))
                         .collect(),
-                    owner,
-                    starts,
+                    cut,
                 }
             })
             .collect();
@@ -218,7 +213,7 @@ where
             exchange,
         });
         // Chunks after the first have an even length: each starts on the same parity.
-        let width: usize = data.arrays.iter().map(|a| a.owner.len()).sum();
+        let width: usize = data.arrays.iter().map(|a| a.cut.owner.len()).sum();
         let per_chunk = (CHUNK_TASKS / (width as i64).max(1)).max(MIN_CHUNK) / 2 * 2;
         let mut cuts = vec![(0, steps.min(1))];
         while let Some(&(t0, len)) = cuts.last().filter(|c| c.0 + c.1 < steps) {
@@ -292,7 +287,7 @@ where
     pub fn last(&self, array: usize, step: i64) -> Vec<Vec<u8>> {
         let a = &self.data.arrays[array];
         let (rank, w) = (self.data.exchange.job().rank(), self.data.workers);
-        let mine = a.starts[rank * w]..a.starts[(rank + 1) * w];
+        let mine = a.cut.block(rank * w..(rank + 1) * w);
         // SAFETY: `&self` outside a run: no task writes.
         mine.map(|i| unsafe { a.rows[(step % 2) as usize].read(i) }.to_vec())
             .collect()

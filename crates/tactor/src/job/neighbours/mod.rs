@@ -8,6 +8,7 @@ mod team;
 mod wire;
 
 use super::exchange::Exchange;
+use super::pattern::Cut;
 use super::Pattern;
 use crate::slots::Slots;
 use crate::Runtime;
@@ -91,9 +92,7 @@ pub struct Neighbours<P> {
 struct Array {
     rows: [Slots; 2],
     bytes: usize,
-    owner: Vec<u32>,
-    /// Per worker of this rank, its block.
-    blocks: Vec<Range<usize>>,
+    cut: Cut,
     done: Vec<CachePadded<AtomicI64>>,
 }
 
@@ -117,16 +116,6 @@ impl Place {
     /// The local index of the job's worker `o`, if it is on this rank.
     fn local(&self, o: usize) -> Option<usize> {
         (o / self.workers == self.rank).then_some(o % self.workers)
-    }
-
-    /// The first item of the job's worker `w` in an array of `n` items.
-    fn start(&self, w: usize, n: usize) -> usize {
-        (w as u128 * n as u128 / self.all() as u128) as usize
-    }
-
-    fn block(&self, w: usize, n: usize) -> Range<usize> {
-        let g = self.global(w);
-        self.start(g, n)..self.start(g + 1, n)
     }
 }
 
@@ -236,18 +225,11 @@ impl<P: Pattern> Neighbours<P> {
             workers,
             rank: job.map_or(0, |j| j.rank()),
         };
-        let all = u32::try_from(at.all()).expect("fewer than 2^32 workers");
         let arrays = (arrays.iter())
             .map(|&(n, bytes)| Array {
                 rows: [0, 1].map(|_| Slots::new(n, bytes)),
                 bytes,
-                owner: (0..all)
-                    .flat_map(|w| {
-                        let len = at.start(w as usize + 1, n) - at.start(w as usize, n);
-                        std::iter::repeat_n(w, len)
-                    })
-                    .collect(),
-                blocks: (0..workers).map(|w| at.block(w, n)).collect(),
+                cut: Cut::new(n, at.all()),
                 done: (0..workers)
                     .map(|_| CachePadded::new(AtomicI64::new(0)))
                     .collect(),
@@ -277,15 +259,17 @@ impl<P: Pattern> Neighbours<P> {
 
     /// The items of `array` that local worker `worker` writes (its block).
     pub fn mine(&self, array: usize, worker: usize) -> Range<usize> {
-        self.arrays[array].blocks[worker].clone()
+        let g = self.at.global(worker);
+        self.arrays[array].cut.block(g..g + 1)
     }
 
     /// The items of `array` this rank wrote at `step` (its workers' blocks, live or not),
     /// once a pass ended: `step` must be one of the last two.
     pub fn last(&self, array: usize, step: i64) -> Vec<Vec<u8>> {
         let a = &self.arrays[array];
-        let n = a.owner.len();
-        let mine = self.at.block(0, n).start..self.at.block(self.at.workers - 1, n).end;
+        let mine = a
+            .cut
+            .block(self.at.global(0)..self.at.global(self.at.workers));
         // SAFETY: `&self` outside a pass: no worker writes.
         mine.map(|i| unsafe { a.rows[(step % 2) as usize].read(i) }.to_vec())
             .collect()
@@ -404,7 +388,7 @@ impl<P: Pattern> Neighbours<P> {
             for p in self.mine(i, w) {
                 let near = self.pattern.reads(i, t, p);
                 let near = near.chain(self.pattern.readers(i, t - 1, p));
-                others.extend(near.filter_map(|q| self.at.local(a.owner[q] as usize)));
+                others.extend(near.filter_map(|q| self.at.local(a.cut.owner[q] as usize)));
             }
             others.retain(|&o| o != w);
             others.sort_unstable();

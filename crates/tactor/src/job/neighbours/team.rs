@@ -62,7 +62,8 @@ impl<'x, E> Team<'x, E> {
         }
     }
 
-    fn stopped(&self) -> bool {
+    /// Whether some worker stopped the pass.
+    pub(super) fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
@@ -96,10 +97,8 @@ impl<'x, E> Team<'x, E> {
             if self.exchange.is_some() {
                 self.poll()?;
                 // Polling the network is itself the wait: a backoff's pauses would only delay
-                // noticing a message. Back off only once the wait is long, which is when the
-                // machine is oversubscribed and the sender needs this core.
-                polls += 1;
-                if polls < POLLS_BEFORE_BACKOFF && !self.crowded {
+                // noticing a message.
+                if !self.backing_off(&mut polls) {
                     continue;
                 }
             }
@@ -111,7 +110,9 @@ impl<'x, E> Team<'x, E> {
         Ok(())
     }
 
-    /// How long a wait for a message has been: whether to yield the core now.
+    /// Counts a poll of a wait: whether to yield the core now, which is once the wait is long
+    /// (the machine is then oversubscribed and the sender needs this core), or at once when
+    /// the team is crowded.
     pub(super) fn backing_off(&self, polls: &mut u32) -> bool {
         *polls = polls.saturating_add(1);
         self.crowded || *polls > POLLS_BEFORE_BACKOFF
@@ -127,10 +128,6 @@ impl<'x, E> Team<'x, E> {
             return Ok(());
         }
         self.wait_until(|| self.generation.load(Ordering::Acquire) != gen)
-    }
-
-    pub(super) fn is_stopped(&self) -> bool {
-        self.stopped()
     }
 }
 

@@ -79,11 +79,11 @@ impl<P: Pattern> Neighbours<P> {
             remote.clear();
             for p in super::intersect(self.pattern.live(i, t), self.mine(i, w)) {
                 let reads = self.pattern.reads(i, t, p);
-                remote.extend(reads.filter(|&d| self.at.local(a.owner[d] as usize).is_none()));
+                remote.extend(reads.filter(|&d| self.at.local(a.cut.owner[d] as usize).is_none()));
             }
             remote.sort_unstable();
             remote.dedup();
-            l.sources.extend(remote.iter().map(|&d| a.owner[d]));
+            l.sources.extend(remote.iter().map(|&d| a.cut.owner[d]));
         }
         l.sources.sort_unstable();
         l.sources.dedup();
@@ -94,7 +94,7 @@ impl<P: Pattern> Neighbours<P> {
             let at = &mut l.at[i];
             at.clear();
             for &d in &l.remote[i] {
-                let m = (l.sources.binary_search(&a.owner[d])).expect("every source is listed");
+                let m = (l.sources.binary_search(&a.cut.owner[d])).expect("every source is listed");
                 let (end, count) = &mut l.ends[m];
                 at.push((m, *end));
                 *end += a.bytes;
@@ -109,7 +109,7 @@ impl<P: Pattern> Neighbours<P> {
         for (i, a) in self.arrays.iter().enumerate() {
             for q in super::intersect(self.pattern.live(i, t), self.mine(i, w)) {
                 for p in self.pattern.readers(i, t + 1, q) {
-                    let o = a.owner[p];
+                    let o = a.cut.owner[p];
                     if self.at.local(o as usize).is_none() {
                         sends.push((o, i, q));
                     }
@@ -175,7 +175,7 @@ fn wait(
                 return Err(());
             }
         }
-        if team.is_stopped() {
+        if team.stopped() {
             return Err(());
         }
         if team.backing_off(&mut polls) {

@@ -224,15 +224,22 @@ pub(super) fn pull_into<A: Send + Sync + 'static>(
         if let Err(cause) = took {
             crate::fail(cause);
         }
-        if let Some(cause) = poisoned(into) {
-            crate::fail(format!("rank {source}: {cause}"));
-        }
-        if ex.check(key, Some(into), count, total).is_none() {
-            crate::fail(format!(
-                "stream {}: the message of step {} from rank {source} broke the protocol",
-                key.0, key.1
-            ));
-        }
+        check(&ex, key, Some(into), (count, total));
+    }
+}
+
+/// Fails the receiving task with the sender's cause if message `data` of `key` is poisoned,
+/// or if it is not `count` items in `total` bytes (or did not come).
+fn check(ex: &Exchange, key: Key, data: Option<&[u8]>, (count, total): (usize, usize)) {
+    let source = key.2;
+    if let Some(cause) = data.and_then(poisoned) {
+        crate::fail(format!("rank {source}: {cause}"));
+    }
+    if ex.check(key, data, count, total).is_none() {
+        crate::fail(format!(
+            "stream {}: the message of step {} from rank {source} broke the protocol",
+            key.0, key.1
+        ));
     }
 }
 
@@ -247,17 +254,8 @@ fn keep<A>(
     data: Option<Vec<u8>>,
     (count, total): (usize, usize),
 ) {
-    let source = key.2;
-    if let Some(cause) = data.as_deref().and_then(poisoned) {
-        crate::fail(format!("rank {source}: {cause}"));
-    }
-    if ex.check(key, data.as_deref(), count, total).is_none() {
-        crate::fail(format!(
-            "stream {}: the message of step {} from rank {source} broke the protocol",
-            key.0, key.1
-        ));
-    }
-    // SAFETY: message `k` of an instance is kept by the one vertex (or task) that receives
+    check(ex, key, data.as_deref(), (count, total));
+    // SAFETY: message `k` of an instance is kept by the one vertex that receives
     // it, which runs once in the instance; its targets read it only after that vertex.
     unsafe { s.received[k].set(data.expect("a checked message")) };
 }
