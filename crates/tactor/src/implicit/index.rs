@@ -12,7 +12,7 @@
 
 use super::access::{constant, Access, Read, ReadList};
 use super::region::{Cell, Constant};
-use super::replicated::Replicated;
+use super::replicated::{Replicated, Sends, Sig, Step};
 use super::trace::{Extra, Index, TaskKind, Typed};
 use super::{check_kept, Program};
 use crate::runtime::Placement;
@@ -20,9 +20,6 @@ use std::any::TypeId;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
-
-/// What a task runs as it ends: its eager copies (`Replicated::eager`).
-type Sends = Box<dyn FnOnce() + Send>;
 
 /// The recording a replay's shared job compares its points with.
 struct Recording(NonNull<Typed>);
@@ -216,6 +213,7 @@ impl Program {
                     .replay_index(TypeId::of::<F>(), points, TypeId::of::<P>())
             {
                 let recording = Recording(NonNull::from(typed));
+                let on_mismatch = self.on_mismatch.clone();
                 arena.push_shared(move |i: u32| {
                     // SAFETY: this runs as a task of the program that owns the constant.
                     let s = unsafe { env.get() };
@@ -224,6 +222,9 @@ impl Program {
                     // SAFETY: the arena keeps the recording alive while its jobs exist.
                     let typed = unsafe { recording.get() };
                     if let Err(e) = typed.check_point(first + i as usize, placement, &access) {
+                        if let Some(tell) = &on_mismatch {
+                            tell(&e.to_string());
+                        }
                         std::panic::panic_any(e);
                     }
                     // SAFETY: these accesses equal the recording's at this position (checked
@@ -341,8 +342,74 @@ impl Replicated {
                 .index_launch(points, shared, arg, on_this_rank, task);
         }
         self.program.check_own(&shared.0);
-        let program = self.program.id;
-        let c = || ConstRef(&**shared, program, PhantomData);
+        let sig = Sig::Index {
+            task: TypeId::of::<F>(),
+            project: TypeId::of::<P>(),
+            points,
+        };
+        let project = Arc::new(project);
+        let sends = match self.step(sig, std::any::type_name::<F>()) {
+            Step::Skip => return,
+            Step::Play(None, _) => return,
+            Step::Play(Some(run), sends) => (run, sends),
+            Step::Full => match self.book_points(points, shared, arg, &*project) {
+                Booked::Run(run, sends) => (run, sends),
+                Booked::Scattered(mine, sends) => {
+                    let task = Arc::new(task);
+                    for (i, send) in mine.into_iter().zip(sends) {
+                        let access = (
+                            constant(shared),
+                            (*project)(self.constant_ref(shared), arg, i).1,
+                        );
+                        let f = task.clone();
+                        let run = move |(s, refs): (&S, A::Ref<'_>)| f(s, arg, i, refs);
+                        self.program
+                            .launch_then(Placement::Any, access, run, move || {
+                                if let Some(send) = send {
+                                    send();
+                                }
+                            });
+                    }
+                    return;
+                }
+                Booked::Conflict => {
+                    // Points that touch each other's regions are separate launches, in order.
+                    let task = Arc::new(task);
+                    for i in 0..points {
+                        let (rank, access) = (*project)(self.constant_ref(shared), arg, i);
+                        let f = task.clone();
+                        self.launch_on_rank(rank, (constant(shared), access), move |(s, refs)| {
+                            f(s, arg, i, refs)
+                        });
+                    }
+                    return;
+                }
+                Booked::None => return,
+            },
+        };
+        self.launch_run(shared, arg, sends, project, task);
+    }
+
+    /// The program constant `shared` as a projection sees it.
+    fn constant_ref<'a, S>(&self, shared: &'a Constant<S>) -> ConstRef<'a, S> {
+        ConstRef(&**shared, self.program.id, PhantomData)
+    }
+
+    /// Books every point of an index launch in the record every rank keeps (the copies its
+    /// reads need first, what its writes send eagerly): this rank's points, and what each
+    /// sends as it ends.
+    fn book_points<S, X, A, P>(
+        &mut self,
+        points: u32,
+        shared: &Constant<S>,
+        arg: X,
+        project: &P,
+    ) -> Booked
+    where
+        X: Copy,
+        A: Access,
+        P: Fn(ConstRef<'_, S>, X, u32) -> (usize, A),
+    {
         let (me, ranks) = (self.job().rank(), self.job().ranks());
         // Every point's rank and accesses, for the record every rank keeps.
         let mut declared = std::mem::take(&mut self.declared);
@@ -350,7 +417,7 @@ impl Replicated {
         let mut ends = Vec::with_capacity(points as usize);
         let mut conflict = false;
         for i in 0..points {
-            let (rank, access) = project(c(), arg, i);
+            let (rank, access) = project(self.constant_ref(shared), arg, i);
             assert!(
                 rank < ranks,
                 "point {i} placed on rank {rank}, not one of the job's {ranks} ranks"
@@ -366,64 +433,28 @@ impl Replicated {
         };
         let mine: Vec<u32> = (0..points).filter(|&i| ends[i as usize].0 == me).collect();
         let lo = mine.first().copied().unwrap_or(0);
-        if conflict {
-            // Points that touch each other's regions are separate launches, in order.
-            self.declared = declared;
-            let task = Arc::new(task);
-            for i in 0..points {
-                let (rank, access) = project(c(), arg, i);
-                let f = task.clone();
-                self.launch_on_rank(rank, (constant(shared), access), move |(s, refs)| {
-                    f(s, arg, i, refs)
-                });
-            }
-            return;
+        let run = (mine.last()).is_some_and(|&hi| hi - lo + 1 == mine.len() as u32);
+        if conflict || (!run && !mine.is_empty()) {
+            // A script replays runs of points only.
+            self.traces.unplayable();
         }
+        if conflict {
+            self.declared = declared;
+            return Booked::Conflict;
+        }
+        self.touch(&declared);
+        self.note_local(run.then_some((lo, mine.len() as u32)));
         for i in 0..points as usize {
             let (rank, d) = point(i);
             self.prepare(d, rank, Placement::Any);
         }
         // What each of this rank's points sends as it ends (its eager copies).
-        let mut sends: Vec<_> = (0..points as usize)
-            .filter_map(|i| {
-                let (rank, d) = point(i);
-                let sends = self.eager(d, rank);
-                (rank == me).then_some(sends)
-            })
-            .collect();
-        if mine
-            .last()
-            .is_some_and(|&hi| hi - lo + 1 == mine.len() as u32)
-        {
-            // This rank's points are a run of the index space: one index launch of them, each
-            // point taking its sends from a table (so that the launch is the same with them or
-            // without, as a trace compares it).
-            let sends: Arc<[Mutex<Option<Sends>>]> = sends.into_iter().map(Mutex::new).collect();
-            self.program.index_launch_then(
-                mine.len() as u32,
-                shared,
-                (arg, lo),
-                move |c, (x, lo), j| (Placement::Any, project(c, x, lo + j).1),
-                move |s, (x, lo), j, refs| task(s, x, lo + j, refs),
-                move |_, _, j| {
-                    let slot = sends[j as usize].lock();
-                    if let Some(send) = slot.unwrap_or_else(PoisonError::into_inner).take() {
-                        send();
-                    }
-                },
-            );
-        } else {
-            let task = Arc::new(task);
-            for (&i, send) in mine.iter().zip(sends.iter_mut()) {
-                let access = (constant(shared), project(c(), arg, i).1);
-                let (f, send) = (task.clone(), send.take());
-                let run = move |(s, refs): (&S, A::Ref<'_>)| f(s, arg, i, refs);
-                self.program
-                    .launch_then(Placement::Any, access, run, move || {
-                        if let Some(send) = send {
-                            send();
-                        }
-                    });
+        let mut sends = Vec::with_capacity(mine.len());
+        for i in 0..points as usize {
+            let (rank, d) = point(i);
+            let send = self.eager(d, rank, sends.len() as u32);
+            if rank == me {
+                sends.push(send);
             }
         }
         for i in 0..points as usize {
@@ -431,5 +462,72 @@ impl Replicated {
             self.settle(d, rank, Placement::Any);
         }
         self.declared = declared;
+        match (run, mine.is_empty()) {
+            (true, _) => Booked::Run((lo, mine.len() as u32), sends),
+            (false, true) => Booked::None,
+            (false, false) => Booked::Scattered(mine, sends),
+        }
     }
+
+    /// Launches this rank's points `run` (the first and how many) of an index launch as one
+    /// index launch of this rank's program, each point taking its sends from a table (so that
+    /// the launch is the same with them or without, as a trace compares it). A point that
+    /// projects to another rank than the one it was booked for fails.
+    fn launch_run<S, X, A, P, F>(
+        &mut self,
+        shared: &Constant<S>,
+        arg: X,
+        ((lo, n), sends): ((u32, u32), Vec<Option<Sends>>),
+        project: Arc<P>,
+        task: F,
+    ) where
+        S: Send + Sync + 'static,
+        X: Copy + Send + Sync + 'static,
+        A: Access,
+        P: Fn(ConstRef<'_, S>, X, u32) -> (usize, A) + Send + Sync + 'static,
+        F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
+    {
+        let (me, job) = (self.job().rank(), self.job().clone());
+        let sends: Arc<[Mutex<Option<Sends>>]> = sends.into_iter().map(Mutex::new).collect();
+        self.program.index_launch_then(
+            n,
+            shared,
+            (arg, lo),
+            move |c, (x, lo), j| {
+                let (rank, access) = project(c, x, lo + j);
+                if rank != me {
+                    // Only a replay's projection can differ from its booking; the other
+                    // ranks wait for what the point sends.
+                    let why = format!(
+                        "point {} of a replayed index launch placed on rank {rank}, recorded \
+                         on rank {me}",
+                        lo + j
+                    );
+                    job.tell_failure(&why);
+                    panic!("{why}");
+                }
+                (Placement::Any, access)
+            },
+            move |s, (x, lo), j, refs| task(s, x, lo + j, refs),
+            move |_, _, j| {
+                let slot = sends[j as usize].lock();
+                if let Some(send) = slot.unwrap_or_else(PoisonError::into_inner).take() {
+                    send();
+                }
+            },
+        );
+    }
+}
+
+/// What booking an index launch's points found.
+enum Booked {
+    /// This rank's points are a run of the index space (the first, how many), with their
+    /// sends.
+    Run((u32, u32), Vec<Option<Sends>>),
+    /// This rank's points are scattered, with their sends.
+    Scattered(Vec<u32>, Vec<Option<Sends>>),
+    /// Points touch each other's regions: nothing was booked.
+    Conflict,
+    /// This rank has none of the points.
+    None,
 }

@@ -119,7 +119,14 @@ pub struct Program {
     /// into it without counting references.
     cells: Vec<Arc<dyn Send + Sync>>,
     auto: Option<Auto>,
+    /// Told of a replayed point that differs from its recording, on the worker that found it,
+    /// before the point fails (a replicated program tells its job: the other ranks wait for
+    /// what the point would have sent).
+    on_mismatch: Option<Tell>,
 }
+
+/// What a program tells of a failure found on a worker.
+type Tell = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Automatic tracing's state: the detector, and the fragment it opened.
 #[derive(Default)]
@@ -173,6 +180,7 @@ impl Program {
             deps: Vec::new(),
             cells: Vec::new(),
             auto: None,
+            on_mismatch: None,
         }
     }
 

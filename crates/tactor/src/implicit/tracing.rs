@@ -43,6 +43,12 @@ impl Program {
         Ok(instance)
     }
 
+    /// Closes the open trace without running its launches (a replicated program whose replay
+    /// failed on every rank; a rank's own launches may all have matched).
+    pub(super) fn discard_trace(&mut self) {
+        self.traces.discard();
+    }
+
     /// Runs `body` as trace `id` ([`begin_trace`](Self::begin_trace), the body,
     /// [`end_trace`](Self::end_trace)).
     pub fn trace<R>(

@@ -51,9 +51,8 @@ impl Inbox {
 
 /// The typed launches of a region's copies.
 pub(super) trait Copies: Send {
-    /// Launches the task that sends the copy `to` (with `None`, one that sends nothing: the
-    /// copy went eagerly).
-    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Option<Dest>);
+    /// Launches the task that sends the copy `to`.
+    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Dest);
     /// What the task that writes this region's next version runs as it ends: sends the
     /// version to `to` (see `Replicated::eager`).
     fn eager(&self, job: &Arc<Job>, to: Vec<Dest>) -> Box<dyn FnOnce() + Send>;
@@ -107,12 +106,10 @@ pub(super) fn arrived_bytes(slot: &Slot) -> Vec<u8> {
 pub(super) struct Typed<T>(pub(super) Region<T>);
 
 impl<T: Wire> Copies for Typed<T> {
-    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Option<Dest>) {
+    fn send(&self, p: &mut Program, at: Placement, job: &Arc<Job>, to: Dest) {
         let job = job.clone();
         p.launch(at, super::super::read(&self.0), move |v: &T| {
-            if let Some(to) = to {
-                send_copy(&job, v, to)
-            }
+            send_copy(&job, v, to)
         });
     }
 

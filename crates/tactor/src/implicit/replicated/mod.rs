@@ -4,6 +4,7 @@
 //! ([`Replicated`]).
 
 mod copies;
+mod script;
 
 use super::access::{Access, Declared, Mode};
 use super::region::{Constant, OpId, Region};
@@ -11,6 +12,8 @@ use super::{Program, TraceError};
 use crate::job::{Job, OpenPort, Wire};
 use crate::{Event, Handle, Placement, TaskFailed};
 use copies::{dest, Copies, Inbox, Typed, HEADER, PORT};
+use script::Op;
+pub(super) use script::{Sends, Sig, Step};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -37,6 +40,9 @@ struct Shard {
     /// The last index launch that touched it (its number), the point, and whether a point
     /// wrote it: how an index launch finds points that conflict.
     touched: (u64, u32, bool),
+    /// While a trace's script replays: how far this execution's versions are past the
+    /// recording's (what its keys move on by).
+    shift: u64,
 }
 
 /// A reduction group whose tasks may run on several ranks: each rank that reduces keeps a
@@ -108,6 +114,8 @@ pub struct Replicated {
     open: Vec<u32>,
     /// Index launches over several ranks so far.
     index_launches: u64,
+    /// The traces, and the one open.
+    pub(super) traces: script::Traces,
     _port: OpenPort,
 }
 
@@ -138,8 +146,11 @@ impl Replicated {
         job.on_failure_of(&inbox, |inbox, rank| {
             inbox.0.poison(&format!("rank {rank} failed"))
         });
+        let mut program = Program::new(handle);
+        let tell = job.clone();
+        program.on_mismatch = Some(Arc::new(move |why: &str| tell.tell_failure(why)));
         Replicated {
-            program: Program::new(handle),
+            program,
             job: job.clone(),
             local: handle.workers(),
             shards: Vec::new(),
@@ -149,6 +160,7 @@ impl Replicated {
             sent: 0,
             open: Vec::new(),
             index_launches: 0,
+            traces: script::Traces::default(),
             _port: port,
         }
     }
@@ -183,7 +195,10 @@ impl Replicated {
             followers: Vec::new(),
             eager: Vec::new(),
             coming: None,
+            shift: 0,
         });
+        // A script replays on regions it knows by index: one that makes regions cannot.
+        self.traces.unplayable();
         r
     }
 
@@ -257,11 +272,26 @@ impl Replicated {
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
-        let mut declared = std::mem::take(&mut self.declared);
-        declared.clear();
-        access.declare(&mut declared);
-        self.prepare(&declared, rank, at);
-        let sends = self.eager(&declared, rank);
+        let sig = Sig::Launch {
+            task: std::any::TypeId::of::<F>(),
+            rank,
+            at,
+        };
+        let sends = match self.step(sig, std::any::type_name::<F>()) {
+            Step::Skip => return,
+            Step::Play(_, mut sends) => sends.pop().flatten(),
+            Step::Full => {
+                let mut declared = std::mem::take(&mut self.declared);
+                declared.clear();
+                access.declare(&mut declared);
+                self.touch(&declared);
+                self.prepare(&declared, rank, at);
+                let sends = self.eager(&declared, rank, 0);
+                self.settle(&declared, rank, at);
+                self.declared = declared;
+                sends
+            }
+        };
         if rank == self.job.rank() {
             // Sent from the task's job once the task is done with its references.
             self.program.launch_then(at, access, task, move || {
@@ -270,8 +300,6 @@ impl Replicated {
                 }
             });
         }
-        self.settle(&declared, rank, at);
-        self.declared = declared;
     }
 
     /// What a launch with accesses `declared` on `rank` needs before it: the copies its reads
@@ -300,7 +328,8 @@ impl Replicated {
         &mut self,
         declared: &[Declared],
         rank: usize,
-    ) -> Option<Box<dyn FnOnce() + Send>> {
+        point: u32,
+    ) -> Option<script::Sends> {
         let me = self.job.rank();
         let mut sends = Vec::new();
         for d in declared {
@@ -316,29 +345,27 @@ impl Replicated {
                 ..
             } = shard;
             followers.retain(|&k| holds[k] || !eager.contains(&k));
-            shard.coming = None;
+            let coming = shard.coming.is_some();
             shard.eager.clear();
             (shard.eager).extend(shard.followers.iter().filter(|&&k| k != rank));
-            if shard.eager.is_empty() {
+            let key = (region, shard.version + 1, rank as u32);
+            let to: Vec<_> = shard.eager.iter().map(|&k| (k, key)).collect();
+            let expect = shard.eager.contains(&me);
+            if coming {
+                self.act(Op::ClearComing { region });
+            }
+            if to.is_empty() {
                 continue;
             }
-            let key = (region, shard.version + 1, rank as u32);
             if me == rank {
-                self.copies += shard.eager.len() as u64;
-                let to = (shard.eager.iter())
-                    .map(|&k| dest(&self.job, &mut self.sent, k, key))
-                    .collect();
-                sends.push(shard.copies.eager(&self.job, to));
-            } else if shard.eager.contains(&me) {
+                self.copies += to.len() as u64;
+                sends.extend(self.act(Op::Eager { point, region, to }));
+            } else if expect {
                 self.copies += 1;
-                shard.coming = Some(self.inbox.expect(key));
+                self.act(Op::Expect { region, key });
             }
         }
-        match sends.len() {
-            0 => None,
-            1 => sends.pop(),
-            _ => Some(Box::new(move || sends.into_iter().for_each(|send| send()))),
-        }
+        script::combine(sends)
     }
 
     /// What a launch with accesses `declared` on `rank` leaves: the only holder of the
@@ -363,6 +390,7 @@ impl Replicated {
     /// closing one of another operator first): a rank's first reducing task of the group
     /// starts from the identity, unless the rank held the value.
     fn reduce(&mut self, region: u32, op: OpId, rank: usize, at: Placement) {
+        self.traces.unplayable();
         if self
             .shard(region)
             .group
@@ -446,6 +474,11 @@ impl Replicated {
     /// Closes `region`'s reduction group, if one is open: every rank that keeps a partial
     /// sends it to the others and folds them all, in rank order, once they arrived.
     fn close(&mut self, region: u32) {
+        if self.shard(region).group.is_none() {
+            return;
+        }
+        // A script does not replay reductions over ranks.
+        self.traces.unplayable();
         let me = self.job.rank();
         let shard = shard_in(&mut self.shards, region);
         let Some(group) = shard.group.take() else {
@@ -485,7 +518,7 @@ impl Replicated {
             self.copies += 2;
             let key = (region, version, me as u32);
             let to = dest(&self.job, &mut self.sent, r, key);
-            shard.copies.send(&mut self.program, mine, &job, Some(to));
+            shard.copies.send(&mut self.program, mine, &job, to);
             let (slot, arrived) = inbox.expect((region, version, r as u32));
             parts.push(Some(slot));
             arrivals.push(arrived);
@@ -510,16 +543,9 @@ impl Replicated {
         shard.holds[rank] = true;
         let (home, home_at) = shard.home;
         if shard.eager.contains(&rank) {
-            // The version's writer sent it as it ended. Inside a trace, the home still
-            // launches the send's task (doing nothing): a trace's launches stay the same
-            // whichever copies went eagerly.
+            // The version's writer sent it as it ended.
             if me == rank {
-                let (slot, arrived) = (shard.coming.take()).expect("an eager copy comes here");
-                shard.copies.receive(&mut self.program, at, arrived, slot);
-            } else if me == home && self.program.manual_trace_open() {
-                shard
-                    .copies
-                    .send(&mut self.program, home_at, &self.job, None);
+                self.act(Op::ReceiveComing { region, at });
             }
             return;
         }
@@ -527,28 +553,32 @@ impl Replicated {
             shard.followers.push(rank);
         }
         let key = (region, shard.version, home as u32);
-        if me == home || me == rank {
-            self.copies += 1;
-        }
         if me == home {
-            let to = dest(&self.job, &mut self.sent, rank, key);
-            shard
-                .copies
-                .send(&mut self.program, home_at, &self.job, Some(to));
+            self.copies += 1;
+            let to = (rank, key);
+            self.act(Op::Send {
+                region,
+                at: home_at,
+                to,
+            });
         } else if me == rank {
-            let (slot, arrived) = self.inbox.expect(key);
-            shard.copies.receive(&mut self.program, at, arrived, slot);
+            self.copies += 1;
+            self.act(Op::Receive { region, at, key });
         }
     }
 
     /// Waits until `region`'s latest version is final and held here, then calls `f` on it.
     /// Collective: every rank calls it (each gets the value; the ranks that do not hold it
     /// get a copy).
+    ///
+    /// # Panics
+    /// Inside a trace.
     pub fn with<T, R>(
         &mut self,
         region: &Region<T>,
         f: impl FnOnce(&T) -> R,
     ) -> Result<R, TaskFailed> {
+        assert!(!self.traces.is_open(), "Replicated::with inside a trace");
         self.close(region.index());
         for rank in 0..self.job.ranks() {
             self.bring(region.index(), rank, Placement::Worker(0));
@@ -556,15 +586,51 @@ impl Replicated {
         self.program.with(region, f)
     }
 
-    /// Starts recording (or replaying) trace `id` on this rank's program: each rank traces
-    /// its own share, the copies' arrivals as outside events. See [`Program::begin_trace`].
+    /// Starts recording (or replaying) trace `id` (see [`Program::begin_trace`]): each rank
+    /// traces its own share, the copies' arrivals as outside events.
+    ///
+    /// On several ranks a trace also records what its launches did to the record every rank
+    /// keeps of the regions (who holds which version) and which copies this rank sent and
+    /// received. A replay that starts from the record the recording started from replays
+    /// that: each rank projects only its own points, on the workers that run them, and
+    /// launches only its own copies. The copies a trace needs depend on where its regions'
+    /// versions are as it starts (the first execution of a stencil's trace fetches its
+    /// copies, the next ones receive them eagerly as their writers end), so each starting
+    /// record of a trace id gets a recording of its own. Traces that reduce over ranks or make
+    /// regions are replayed with every rank booking every launch.
+    ///
+    /// ```
+    /// use tactor::implicit::{read, read_write, Replicated};
+    /// use tactor::{job::Job, Runtime};
+    ///
+    /// let job = Job::launched().unwrap(); // a job of one here; under mpirun, the launcher's
+    /// let rt = job.runtime(Runtime::builder().workers(2).pin(false)).unwrap();
+    /// let mut p = Replicated::new(&rt, &job);
+    /// let last = p.workers() - 1;
+    /// let (x, y) = (p.region(0, 1u64), p.region(last, 0u64));
+    /// for _ in 0..10 {
+    ///     p.begin_trace(7).unwrap();
+    ///     p.launch(0, read_write(&x), |x| *x *= 2);
+    ///     p.launch(last, (read(&x), read_write(&y)), |(x, y)| *y += *x);
+    ///     p.end_trace().unwrap();
+    /// }
+    /// assert_eq!(p.with(&y, |y| *y).unwrap(), 2046);
+    /// ```
     pub fn begin_trace(&mut self, id: u64) -> Result<(), TraceError> {
-        self.program.begin_trace(id)
+        if self.job.ranks() == 1 {
+            return self.program.begin_trace(id);
+        }
+        self.begin_script(id)
     }
 
-    /// Ends the trace: see [`Program::end_trace`].
+    /// Ends the trace: see [`Program::end_trace`]. A replay that differs from its recording
+    /// is an error and none of its tasks run; where only one rank's launches differ, the job
+    /// is told that rank failed.
     pub fn end_trace(&mut self) -> Result<Event, TraceError> {
-        self.program.end_trace()
+        if self.job.ranks() == 1 {
+            return self.program.end_trace();
+        }
+        self.end_script()
     }
 
     /// An event that triggers once every task this rank launched so far has run (see
@@ -627,6 +693,12 @@ impl Replicated {
     /// Copies this rank sent or received so far.
     pub fn copies(&self) -> u64 {
         self.copies
+    }
+
+    /// Executions of traces that this rank replayed from their script, projecting only its
+    /// own points (see [`begin_trace`](Self::begin_trace)).
+    pub fn script_replays(&self) -> u64 {
+        self.traces.replays
     }
 
     /// This rank's program (its own launches, statistics).

@@ -443,6 +443,11 @@ impl Traces {
         }
     }
 
+    /// Closes the open trace without running or keeping anything of it.
+    pub(crate) fn discard(&mut self) {
+        self.open = None;
+    }
+
     /// Drops the recording of `id`.
     pub(crate) fn forget(&mut self, id: u64) {
         self.recorded.remove(&id);

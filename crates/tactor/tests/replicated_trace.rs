@@ -1,0 +1,265 @@
+//! Traces of a replicated program on several ranks: a replay that starts from the record its
+//! recording started from replays its script (each rank projects and books only its own
+//! points and copies) and gets what the untraced program gets, copies included; a replay
+//! that differs fails on every rank, runs none of its tasks and leaves the program usable; a
+//! point that moves to another rank fails the job instead of hanging it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tactor::implicit::Write;
+use tactor::implicit::{read, read_write, write, ConstRef, Read, Region, Replicated, TraceError};
+use tactor::job::Job;
+
+/// Cells of the stencil.
+const N: usize = 8;
+
+/// What the points read: the two rows, the ranks, and where point 0 is placed (a test moves
+/// it).
+type Shared = ([Vec<Region<u64>>; 2], usize, AtomicUsize);
+type Stencil = ((Read<u64>, Read<u64>, Read<u64>), Write<u64>);
+
+fn rank_of(i: usize, ranks: usize) -> usize {
+    i * ranks / N
+}
+
+/// Point `i` of step `t`: its three neighbours of the row before, its cell of the row now.
+fn stencil(c: ConstRef<Shared>, t: usize, i: u32) -> (usize, Stencil) {
+    let ((rows, ranks, first), i) = (c.get(), i as usize);
+    let (now, before) = (&rows[(t + 1) % 2], &rows[t % 2]);
+    let ins = (
+        read(&before[(i + N - 1) % N]),
+        read(&before[i]),
+        read(&before[(i + 1) % N]),
+    );
+    let rank = match i {
+        0 => first.load(Ordering::Relaxed),
+        _ => rank_of(i, *ranks),
+    };
+    (rank, (ins, write(&now[i])))
+}
+
+fn step(((l, c, r), out): ((&u64, &u64, &u64), &mut u64)) {
+    *out = l.wrapping_mul(3).wrapping_add(*c).wrapping_add(*r) % 1_000_003;
+}
+
+/// The serial program's rows after `steps` steps, and the sum a last task adds up.
+fn serial(steps: usize) -> Vec<u64> {
+    let mut row: Vec<u64> = (0..N as u64).map(|i| i * i + 1).collect();
+    for _ in 0..steps {
+        let old = row.clone();
+        for (i, cell) in row.iter_mut().enumerate() {
+            step(((&old[(i + N - 1) % N], &old[i], &old[(i + 1) % N]), cell));
+        }
+    }
+    row
+}
+
+/// The stencil's program: steps in traces of two (by parity), each also a launch on the last
+/// rank that adds cell 0 into an accumulator.
+struct Run {
+    rows: Vec<u64>,
+    acc: u64,
+    copies: u64,
+    replays: u64,
+    recorded: usize,
+}
+
+fn stencil_program(rt: &tactor::Runtime, job: &std::sync::Arc<Job>, traced: bool) -> Run {
+    let steps = if cfg!(miri) { 9 } else { 41 };
+    let mut p = Replicated::new(rt, job);
+    let (ranks, local) = (job.ranks(), rt.workers());
+    let home = |i: usize| rank_of(i, ranks) * local;
+    let rows: [Vec<Region<u64>>; 2] = [
+        (0..N)
+            .map(|i| p.region(home(i), (i * i + 1) as u64))
+            .collect(),
+        (0..N).map(|i| p.region(home(i), 0)).collect(),
+    ];
+    let acc = p.region(p.workers() - 1, 0u64);
+    let shared = p.constant((rows.clone(), ranks, AtomicUsize::new(0)));
+    let mut t = 0;
+    while t < steps {
+        let traced = traced && t + 2 <= steps;
+        if traced {
+            p.begin_trace(3).unwrap();
+        }
+        for _ in 0..if traced { 2 } else { 1 } {
+            p.index_launch(N as u32, &shared, t, stencil, |_, _, _, r| step(r));
+            let now = &rows[(t + 1) % 2][0];
+            p.launch_on_rank(ranks - 1, (read(now), read_write(&acc)), |(c, a)| {
+                *a = a.wrapping_add(*c)
+            });
+            t += 1;
+        }
+        if traced {
+            p.end_trace().unwrap();
+        }
+    }
+    let rows = (rows[steps % 2].iter())
+        .map(|c| p.with(c, |v| *v).unwrap())
+        .collect();
+    Run {
+        rows,
+        acc: p.with(&acc, |a| *a).unwrap(),
+        copies: p.copies(),
+        replays: p.script_replays(),
+        recorded: p.local().recorded_traces(),
+    }
+}
+
+#[test]
+fn a_replay_from_the_same_record_replays_its_script_and_gets_the_serial_result() {
+    let steps = if cfg!(miri) { 9 } else { 41 };
+    let want = serial(steps);
+    let acc: u64 = (1..=steps).map(|t| serial(t)[0]).fold(0, u64::wrapping_add);
+    let shapes: &[(usize, usize)] = if cfg!(miri) {
+        &[(2, 1)]
+    } else {
+        &[(2, 1), (3, 1), (2, 2), (3, 2)]
+    };
+    for &(ranks, workers) in shapes {
+        let untraced =
+            Job::run_in_process(ranks, workers, |rt, job| stencil_program(rt, job, false));
+        let traced = Job::run_in_process(ranks, workers, |rt, job| stencil_program(rt, job, true));
+        for (rank, (plain, traced)) in untraced.into_iter().zip(traced).enumerate() {
+            let (plain, traced) = (plain.unwrap(), traced.unwrap());
+            let what = format!("{ranks} ranks × {workers}, rank {rank}");
+            assert_eq!(plain.rows, want, "{what}, untraced");
+            assert_eq!(traced.rows, want, "{what}, traced");
+            assert_eq!((plain.acc, traced.acc), (acc, acc), "{what}");
+            // The scripts issued the copies the full bookkeeping issues.
+            assert_eq!(traced.copies, plain.copies, "{what}");
+            // Three starting records (nothing copied yet; copies fetched; copies sent
+            // eagerly), each recorded once; every later execution replayed its script.
+            assert_eq!(traced.recorded, 3, "{what}");
+            assert_eq!(traced.replays, steps as u64 / 2 - 3, "{what}");
+        }
+    }
+}
+
+/// Launches `x`'s step on rank 0 and, on the last rank, adds `x` into `y` (or, with `other`,
+/// a task of another kind there).
+fn two_launches(p: &mut Replicated, x: &Region<u64>, y: &Region<u64>, other: bool) {
+    let last = p.workers() - 1;
+    p.launch(0, read_write(x), |x| *x += 1);
+    if other {
+        p.launch(last, (read(x), read_write(y)), |(x, y)| *y += 100 * *x);
+    } else {
+        p.launch(last, (read(x), read_write(y)), |(x, y)| *y += *x);
+    }
+}
+
+#[test]
+fn a_replay_whose_calls_differ_fails_on_every_rank_runs_nothing_and_leaves_the_program_usable() {
+    let runs = Job::run_in_process(2, 1, |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        let (x, y) = (p.region(0, 0u64), p.region(1, 0u64));
+        for _ in 0..4 {
+            p.begin_trace(9).unwrap();
+            two_launches(&mut p, &x, &y, false);
+            p.end_trace().unwrap();
+        }
+        p.begin_trace(9).unwrap();
+        two_launches(&mut p, &x, &y, true);
+        let err = p.end_trace().unwrap_err();
+        // None of its tasks ran; later launches get their copies as before.
+        two_launches(&mut p, &x, &y, false);
+        let got = [&x, &y].map(|r| p.with(r, |v| *v).unwrap());
+        (err, got, p.script_replays())
+    });
+    for (rank, run) in runs.into_iter().enumerate() {
+        let (err, got, replays) = run.unwrap();
+        assert!(
+            matches!(
+                err,
+                TraceError::Mismatch {
+                    id: 9,
+                    launch: 1,
+                    ..
+                }
+            ),
+            "rank {rank}: {err}"
+        );
+        assert_eq!(got, [5, 1 + 2 + 3 + 4 + 5], "rank {rank}");
+        assert_eq!(replays, 1, "rank {rank}");
+    }
+}
+
+#[test]
+fn a_point_that_moves_to_another_rank_in_a_replay_fails_every_rank() {
+    let runs = Job::run_in_process(2, 1, |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        let rows: [Vec<Region<u64>>; 2] = [
+            (0..N).map(|i| p.region(rank_of(i, 2), 1)).collect(),
+            (0..N).map(|i| p.region(rank_of(i, 2), 0)).collect(),
+        ];
+        let shared = p.constant((rows.clone(), 2, AtomicUsize::new(0)));
+        for t in 0..12 {
+            if t == 8 {
+                // Every rank's copy of the constant: point 0 now projects to rank 1.
+                shared.2.store(1, Ordering::Relaxed);
+            }
+            p.begin_trace(t as u64 % 2).unwrap();
+            p.index_launch(N as u32, &shared, t, stencil, |_, _, _, r| step(r));
+            p.end_trace().unwrap();
+        }
+        p.finish()
+    });
+    let shown: Vec<String> = (runs.into_iter())
+        .map(|run| run.unwrap().unwrap_err().to_string())
+        .collect();
+    // Rank 0 recorded the point and finds it moved; rank 1 is told rank 0 failed.
+    assert!(
+        shown[0]
+            .contains("point 0 of a replayed index launch placed on rank 1, recorded on rank 0"),
+        "{}",
+        shown[0]
+    );
+    assert!(shown[1].contains("rank 0 failed"), "{}", shown[1]);
+}
+
+#[test]
+fn a_rank_with_no_point_of_an_index_launch_replays_its_copies() {
+    // Three ranks, points on the first two only: the third takes part through its launch.
+    type Access = (Read<u64>, Read<u64>, Write<u64>);
+    let runs = Job::run_in_process(3, 1, |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        let a: Vec<Region<u64>> = (0..4).map(|i| p.region(i / 2, i as u64)).collect();
+        let b: Vec<Region<u64>> = (0..4).map(|i| p.region(i / 2, 0)).collect();
+        let sum = p.region(2, 0u64);
+        let shared = p.constant([a.clone(), b.clone()]);
+        let pairs = |c: ConstRef<[Vec<Region<u64>>; 2]>, from: usize, i: u32| -> (usize, Access) {
+            let (i, rows) = (i as usize, c.get());
+            let (src, dst) = (&rows[from], &rows[1 - from]);
+            (
+                i / 2,
+                (read(&src[i]), read(&src[(i + 1) % 4]), write(&dst[i])),
+            )
+        };
+        for _ in 0..10 {
+            p.begin_trace(1).unwrap();
+            for from in [0, 1] {
+                p.index_launch(4, &shared, from, pairs, |_, _, _, (x, y, out)| *out = x + y);
+            }
+            p.launch(2, (read(&a[3]), read_write(&sum)), |(c, s)| *s += *c);
+            p.end_trace().unwrap();
+        }
+        (p.with(&sum, |s| *s).unwrap(), p.script_replays())
+    });
+    // The serial program.
+    let mut cells = [0u64, 1, 2, 3];
+    let mut sum = 0;
+    for _ in 0..10 {
+        for _ in 0..2 {
+            let old = cells;
+            for i in 0..4 {
+                cells[i] = old[i] + old[(i + 1) % 4];
+            }
+        }
+        sum += cells[3];
+    }
+    for (rank, run) in runs.into_iter().enumerate() {
+        let (got, replays) = run.unwrap();
+        assert_eq!(got, sum, "rank {rank}");
+        assert!(replays >= 7, "rank {rank}: {replays} replays");
+    }
+}
