@@ -101,9 +101,11 @@ pub fn run(rt: &Runtime, job: &Arc<Job>, p: Params) -> Result<Outcome, String> {
             return Err(String::new());
         }
         // Traced a pair of steps at a time (the edges' generations alternate), from the
-        // second pair on: the first has no copies yet (every rank made the edges), the
-        // others are all alike.
-        let traced = p.traced && t >= 2 && t / 2 < p.steps / 2;
+        // third pair on: the first has no copies yet (every rank made the edges), the
+        // second fetches them (no rank knows yet who reads its edges, so none sends them as
+        // it writes them); the others are all alike, and on ranks a trace replays its
+        // script only from the state its recording started from.
+        let traced = p.traced && t >= 4 && t / 2 < p.steps / 2;
         if traced && t % 2 == 0 {
             prog.begin_trace(1).map_err(|e| e.to_string())?;
         }

@@ -347,19 +347,18 @@ impl Replicated {
             project: TypeId::of::<P>(),
             points,
         };
-        let project = Arc::new(project);
         let sends = match self.step(sig, std::any::type_name::<F>()) {
             Step::Skip => return,
             Step::Play(None, _) => return,
             Step::Play(Some(run), sends) => (run, sends),
-            Step::Full => match self.book_points(points, shared, arg, &*project) {
+            Step::Full => match self.book_points(points, shared, arg, &project) {
                 Booked::Run(run, sends) => (run, sends),
                 Booked::Scattered(mine, sends) => {
                     let task = Arc::new(task);
                     for (i, send) in mine.into_iter().zip(sends) {
                         let access = (
                             constant(shared),
-                            (*project)(self.constant_ref(shared), arg, i).1,
+                            project(self.constant_ref(shared), arg, i).1,
                         );
                         let f = task.clone();
                         let run = move |(s, refs): (&S, A::Ref<'_>)| f(s, arg, i, refs);
@@ -376,7 +375,7 @@ impl Replicated {
                     // Points that touch each other's regions are separate launches, in order.
                     let task = Arc::new(task);
                     for i in 0..points {
-                        let (rank, access) = (*project)(self.constant_ref(shared), arg, i);
+                        let (rank, access) = project(self.constant_ref(shared), arg, i);
                         let f = task.clone();
                         self.launch_on_rank(rank, (constant(shared), access), move |(s, refs)| {
                             f(s, arg, i, refs)
@@ -478,7 +477,7 @@ impl Replicated {
         shared: &Constant<S>,
         arg: X,
         ((lo, n), sends): ((u32, u32), Vec<Option<Sends>>),
-        project: Arc<P>,
+        project: P,
         task: F,
     ) where
         S: Send + Sync + 'static,

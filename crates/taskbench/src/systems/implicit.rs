@@ -83,24 +83,31 @@ impl System for Implicit {
             .collect();
         let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
         // Chunks of timesteps, a wait after each: in `traced` each a trace of about
-        // TRACE_TASKS tasks, named by its timesteps' shapes. The first timestep is a chunk of
-        // its own: it reads what every rank holds from the start, where the others copy.
-        // The rest have an even length (the rows' parity).
+        // TRACE_TASKS tasks, named by its timesteps' shapes and parity (which row they write).
+        // The first timestep is a chunk of its own: it reads what every rank holds from the
+        // start, where the others copy. In `traced` the next three are one more: until a row
+        // has been written once after its readers on other ranks are known, its copies are
+        // fetched, not sent as the row is written, and on ranks a trace keeps one recording
+        // per such starting state (`Replicated::begin_trace`): a short one here, not a second
+        // long one. The rest have an even length (the rows' parity).
         let width: i64 = plans.iter().map(|p| p.graph().max_width).sum();
-        let len = match self.0 {
-            Style::Traced => (TRACE_TASKS / width.max(1)).max(2) / 2 * 2,
-            _ => STEPS,
+        let (len, warm) = match self.0 {
+            Style::Traced => ((TRACE_TASKS / width.max(1)).max(2) / 2 * 2, 4),
+            _ => (STEPS, 1),
         };
+        let mut starts = vec![0];
+        starts.extend((1..warm.min(steps)).take(1));
+        starts.extend((warm..steps).step_by(len as usize));
         let mut ids = HashMap::new();
-        let starts = std::iter::once(0).chain((1..steps).step_by(len as usize));
-        let chunks: Vec<(i64, i64, u64)> = (starts)
-            .map(|t0| {
-                let n = [len.min(steps - t0), steps.min(1)][usize::from(t0 == 0)];
+        let chunks: Vec<(i64, i64, u64)> = (0..starts.len())
+            .map(|k| {
+                let (t0, end) = (starts[k], starts.get(k + 1).copied().unwrap_or(steps));
+                let n = end - t0;
                 let shapes: Vec<_> = (t0..t0 + n)
                     .flat_map(|t| plans.iter().map(move |p| p.shape_id(t)))
                     .collect();
                 let next = ids.len() as u64;
-                (t0, n, *ids.entry((shapes, t0 == 0)).or_insert(next))
+                (t0, n, *ids.entry((shapes, t0 == 0, t0 % 2)).or_insert(next))
             })
             .collect();
         let lists = |p: &Plan| (0..2 * p.shapes()).map(|_| OnceLock::new()).collect();

@@ -349,15 +349,14 @@ impl Replicated {
             shard.eager.clear();
             (shard.eager).extend(shard.followers.iter().filter(|&&k| k != rank));
             let key = (region, shard.version + 1, rank as u32);
-            let to: Vec<_> = shard.eager.iter().map(|&k| (k, key)).collect();
+            // Built only where the sends are (every rank books every point).
+            let to: Option<Vec<_>> = (me == rank && !shard.eager.is_empty())
+                .then(|| shard.eager.iter().map(|&k| (k, key)).collect());
             let expect = shard.eager.contains(&me);
             if coming {
                 self.act(Op::ClearComing { region });
             }
-            if to.is_empty() {
-                continue;
-            }
-            if me == rank {
+            if let Some(to) = to {
                 self.copies += to.len() as u64;
                 sends.extend(self.act(Op::Eager { point, region, to }));
             } else if expect {
