@@ -25,15 +25,19 @@ fn rank_of(i: usize, ranks: usize) -> usize {
 fn stencil(c: ConstRef<Shared>, t: usize, i: u32) -> (usize, Stencil) {
     let ((rows, ranks, first), i) = (c.get(), i as usize);
     let (now, before) = (&rows[(t + 1) % 2], &rows[t % 2]);
+    // A test changes point 0: 1 places it on rank 1, 2 makes it read its own cell twice.
+    let change = if i == 0 {
+        first.load(Ordering::Relaxed)
+    } else {
+        0
+    };
+    let left = if change == 2 { i } else { (i + N - 1) % N };
     let ins = (
-        read(&before[(i + N - 1) % N]),
+        read(&before[left]),
         read(&before[i]),
         read(&before[(i + 1) % N]),
     );
-    let rank = match i {
-        0 => first.load(Ordering::Relaxed),
-        _ => rank_of(i, *ranks),
-    };
+    let rank = if change == 1 { 1 } else { rank_of(i, *ranks) };
     (rank, (ins, write(&now[i])))
 }
 
@@ -184,9 +188,10 @@ fn a_replay_whose_calls_differ_fails_on_every_rank_runs_nothing_and_leaves_the_p
     }
 }
 
-#[test]
-fn a_point_that_moves_to_another_rank_in_a_replay_fails_every_rank() {
-    let runs = Job::run_in_process(2, 1, |rt, job| {
+/// Runs the stencil on 2 ranks in traces of one step (ids 100 and 101 by parity), changing
+/// point 0 as `change` says from step 8 on: what each rank's `finish` says.
+fn changed_at_step_8(change: usize) -> Vec<String> {
+    let runs = Job::run_in_process(2, 1, move |rt, job| {
         let mut p = Replicated::new(rt, job);
         let rows: [Vec<Region<u64>>; 2] = [
             (0..N).map(|i| p.region(rank_of(i, 2), 1)).collect(),
@@ -195,25 +200,45 @@ fn a_point_that_moves_to_another_rank_in_a_replay_fails_every_rank() {
         let shared = p.constant((rows.clone(), 2, AtomicUsize::new(0)));
         for t in 0..12 {
             if t == 8 {
-                // Every rank's copy of the constant: point 0 now projects to rank 1.
-                shared.2.store(1, Ordering::Relaxed);
+                // Every rank's copy of the constant, once the steps before ran: point 0 now
+                // differs from its recording.
+                p.fence().wait().unwrap();
+                shared.2.store(change, Ordering::Relaxed);
             }
-            p.begin_trace(t as u64 % 2).unwrap();
+            p.begin_trace(100 + t as u64 % 2).unwrap();
             p.index_launch(N as u32, &shared, t, stencil, |_, _, _, r| step(r));
             p.end_trace().unwrap();
         }
         p.finish()
     });
-    let shown: Vec<String> = (runs.into_iter())
+    (runs.into_iter())
         .map(|run| run.unwrap().unwrap_err().to_string())
-        .collect();
-    // Rank 0 recorded the point and finds it moved; rank 1 is told rank 0 failed.
+        .collect()
+}
+
+#[test]
+fn a_point_that_moves_to_another_rank_in_a_replay_fails_every_rank() {
+    let shown = changed_at_step_8(1);
+    // Rank 0 recorded the point and finds it moved: its own error says so, or its copies
+    // still awaited do (a failing rank poisons them too); rank 1 is told rank 0 failed, why.
+    let why = "point 0 of a replayed index launch placed on rank 1, recorded on rank 0";
+    assert!(shown[0].contains(why), "{}", shown[0]);
     assert!(
-        shown[0]
-            .contains("point 0 of a replayed index launch placed on rank 1, recorded on rank 0"),
+        shown[1].contains("rank 0 failed") && shown[1].contains(why),
         "{}",
-        shown[0]
+        shown[1]
     );
+}
+
+#[test]
+fn a_point_whose_reads_change_in_a_replay_fails_every_rank_and_names_the_trace() {
+    let shown = changed_at_step_8(2);
+    // Rank 0 finds the difference where the point runs, in step 8's trace: the program's
+    // trace 100, not the rank's own recording of a variant (numbered from 0).
+    for (rank, shown) in shown.iter().enumerate() {
+        let named = shown.contains("trace 100: launch ") && shown.contains("differs from the");
+        assert!(named, "rank {rank}: {shown}");
+    }
     assert!(shown[1].contains("rank 0 failed"), "{}", shown[1]);
 }
 

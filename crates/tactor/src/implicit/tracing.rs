@@ -43,6 +43,13 @@ impl Program {
         Ok(instance)
     }
 
+    /// [`begin_trace`](Self::begin_trace) of this program's trace `id`, whose replays' errors
+    /// name trace `shown` (what a replicated program's user called it).
+    pub(super) fn begin_trace_as(&mut self, id: u64, shown: u64) -> Result<(), TraceError> {
+        self.flush_auto();
+        self.traces.begin_as(id, shown)
+    }
+
     /// Closes the open trace without running its launches (a replicated program whose replay
     /// failed on every rank; a rank's own launches may all have matched).
     pub(super) fn discard_trace(&mut self) {

@@ -624,6 +624,12 @@ impl Job {
 
     /// Records that rank `rank` failed with `cause`; at the first failure, runs the hooks.
     fn failed(&self, rank: usize, cause: String) {
+        // Recorded first: the hooks may name it (`cause_of`).
+        self.causes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(rank)
+            .or_insert(cause);
         let first = self
             .failed
             .compare_exchange(0, rank + 1, Ordering::AcqRel, Ordering::Acquire)
@@ -634,11 +640,12 @@ impl Job {
                 h(rank);
             }
         }
-        self.causes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(rank)
-            .or_insert(cause);
+    }
+
+    /// Why rank `rank` failed, if this rank was told.
+    pub(crate) fn cause_of(&self, rank: usize) -> Option<String> {
+        let causes = self.causes.lock().unwrap_or_else(|p| p.into_inner());
+        causes.get(&rank).cloned()
     }
 
     /// [`Job::fail`] without printing (the caller printed the cause its own way).

@@ -143,8 +143,15 @@ impl Replicated {
                 }),
             )
             .expect("one replicated program at a time in a process");
-        job.on_failure_of(&inbox, |inbox, rank| {
-            inbox.0.poison(&format!("rank {rank} failed"))
+        // The copies still awaited say why (the job holds its hooks: a weak reference).
+        let told = Arc::downgrade(job);
+        job.on_failure_of(&inbox, move |inbox, rank| {
+            let cause = told.upgrade().and_then(|job| job.cause_of(rank));
+            let why = match cause {
+                Some(cause) if !cause.is_empty() => format!("rank {rank} failed: {cause}"),
+                _ => format!("rank {rank} failed"),
+            };
+            inbox.0.poison(&why)
         });
         let mut program = Program::new(handle);
         let tell = job.clone();

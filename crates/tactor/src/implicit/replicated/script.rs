@@ -110,33 +110,6 @@ impl Op {
             | Op::Eager { region, .. } => *region,
         }
     }
-
-    /// `self` with its keys' versions moved on by `by`.
-    fn shifted(&self, by: u64) -> Op {
-        let key = |k: &Key| (k.0, k.1.wrapping_add(by), k.2);
-        match self {
-            Op::Send { region, at, to } => Op::Send {
-                region: *region,
-                at: *at,
-                to: (to.0, key(&to.1)),
-            },
-            Op::Receive { region, at, key: k } => Op::Receive {
-                region: *region,
-                at: *at,
-                key: key(k),
-            },
-            Op::Expect { region, key: k } => Op::Expect {
-                region: *region,
-                key: key(k),
-            },
-            Op::Eager { point, region, to } => Op::Eager {
-                point: *point,
-                region: *region,
-                to: to.iter().map(|(r, k)| (*r, key(k))).collect(),
-            },
-            other => other.clone(),
-        }
-    }
 }
 
 /// What a call of the program is compared by.
@@ -292,7 +265,9 @@ impl Replicated {
                 (local, Open::Recording { id, local, rec })
             }
         };
-        self.program.begin_trace(local).map_err(|e| named(e, id))?;
+        self.program
+            .begin_trace_as(local, id)
+            .map_err(|e| named(e, id))?;
         self.traces.open = Some(open);
         Ok(())
     }
@@ -366,19 +341,24 @@ impl Replicated {
     /// Does what `call` did on this rank, its keys moved on to this execution's versions.
     fn play(&mut self, call: &Call) -> Step {
         let points = call.local.map_or(1, |l| l.1) as usize;
-        let mut sends: Vec<Vec<Sends>> = (0..points).map(|_| Vec::new()).collect();
+        let mut sends: Vec<Option<Sends>> = (0..points).map(|_| None).collect();
         for op in &call.ops {
             let shift = super::shard_in(&mut self.shards, op.region()).shift;
-            let op = op.shifted(shift);
-            let point = match op {
-                Op::Eager { point, .. } => point as usize,
-                _ => 0,
-            };
-            if let Some(send) = self.act(op) {
-                sends[point].push(send);
+            if let Some(send) = self.act_shifted(op, shift) {
+                let Op::Eager { point, .. } = op else {
+                    unreachable!("only eager sends come back");
+                };
+                let slot = &mut sends[*point as usize];
+                *slot = Some(match slot.take() {
+                    None => send,
+                    Some(first) => Box::new(move || {
+                        first();
+                        send();
+                    }),
+                });
             }
         }
-        Step::Play(call.local, sends.into_iter().map(combine).collect())
+        Step::Play(call.local, sends)
     }
 
     /// Ends the open trace: see [`Replicated::end_trace`].
@@ -475,26 +455,32 @@ impl Replicated {
     /// comes back for its task to run as it ends.
     pub(super) fn act(&mut self, op: Op) -> Option<Sends> {
         self.traces.note(&op);
+        self.act_shifted(&op, 0)
+    }
+
+    /// Does `op` with its keys' versions moved on by `shift`.
+    fn act_shifted(&mut self, op: &Op, shift: u64) -> Option<Sends> {
+        let key = |k: &Key| (k.0, k.1.wrapping_add(shift), k.2);
         let (job, program) = (&self.job, &mut self.program);
         let shard = super::shard_in(&mut self.shards, op.region());
         match op {
             Op::Send { at, to, .. } => {
-                let to = dest(job, &mut self.sent, to.0, to.1);
-                shard.copies.send(program, at, job, to);
+                let to = dest(job, &mut self.sent, to.0, key(&to.1));
+                shard.copies.send(program, *at, job, to);
             }
-            Op::Receive { at, key, .. } => {
-                let (slot, arrived) = self.inbox.expect(key);
-                shard.copies.receive(program, at, arrived, slot);
+            Op::Receive { at, key: k, .. } => {
+                let (slot, arrived) = self.inbox.expect(key(k));
+                shard.copies.receive(program, *at, arrived, slot);
             }
-            Op::Expect { key, .. } => shard.coming = Some(self.inbox.expect(key)),
+            Op::Expect { key: k, .. } => shard.coming = Some(self.inbox.expect(key(k))),
             Op::ReceiveComing { at, .. } => {
                 let (slot, arrived) = (shard.coming.take()).expect("an eager copy comes here");
-                shard.copies.receive(program, at, arrived, slot);
+                shard.copies.receive(program, *at, arrived, slot);
             }
             Op::ClearComing { .. } => shard.coming = None,
             Op::Eager { to, .. } => {
-                let to = (to.into_iter())
-                    .map(|(rank, key)| dest(job, &mut self.sent, rank, key))
+                let to = (to.iter())
+                    .map(|(rank, k)| dest(job, &mut self.sent, *rank, key(k)))
                     .collect();
                 return Some(shard.copies.eager(job, to));
             }

@@ -250,6 +250,8 @@ struct Recording {
     typed: Vec<Option<Box<dyn Any + Send>>>,
     /// This execution's outside events, in launch order.
     outside: Vec<Event>,
+    /// The id its replays' errors name (a replicated program's own, not the rank's trace).
+    shown: u64,
 }
 
 /// A trace being replayed.
@@ -454,6 +456,11 @@ impl Traces {
     }
 
     pub(crate) fn begin(&mut self, id: u64) -> Result<(), TraceError> {
+        self.begin_as(id, id)
+    }
+
+    /// [`begin`](Self::begin), a recording's replays naming trace `shown` in their errors.
+    pub(crate) fn begin_as(&mut self, id: u64, shown: u64) -> Result<(), TraceError> {
         if let Some((open, _)) = &self.open {
             return Err(TraceError::AlreadyOpen { open: *open, id });
         }
@@ -480,6 +487,7 @@ impl Traces {
                 jobs: Arena::default(),
                 typed: Vec::new(),
                 outside: Vec::new(),
+                shown,
             }),
         };
         self.open = Some((id, mode));
@@ -612,7 +620,7 @@ impl Traces {
                 let mut jobs = std::mem::take(&mut rec.jobs);
                 let outside = std::mem::take(&mut rec.outside);
                 let units = jobs.units();
-                let recorded = Arc::new(compile(id, handle, rec, units, cells)?);
+                let recorded = Arc::new(compile(rec.shown, handle, rec, units, cells)?);
                 jobs.lay_out(recorded.slots.clone());
                 jobs.keep(recorded.typed.clone());
                 self.recorded.insert(id, recorded.clone());
