@@ -7,23 +7,36 @@ use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 
 /// What takes a copy when it arrives: its bytes, or why it never will.
-pub(crate) type Opener = Box<dyn FnOnce(Result<Vec<u8>, &str>) + Send>;
-
-/// Copies that arrived before anyone asked, and openers waiting for theirs, by key.
-pub(crate) struct Rendezvous<K> {
-    table: Mutex<Table<K>>,
+pub(crate) trait Open: Send {
+    fn open(self, got: Result<Vec<u8>, &str>);
 }
 
-struct Table<K> {
+/// An opener that is a closure.
+pub(crate) type Opener = Box<dyn FnOnce(Result<Vec<u8>, &str>) + Send>;
+
+impl Open for Opener {
+    fn open(self, got: Result<Vec<u8>, &str>) {
+        self(got)
+    }
+}
+
+/// Copies that arrived before anyone asked, and openers waiting for theirs, by key. The
+/// openers are of one type `O`: a receiver whose opener is a shared slot waits with no
+/// allocation of its own.
+pub(crate) struct Rendezvous<K, O = Opener> {
+    table: Mutex<Table<K, O>>,
+}
+
+struct Table<K, O> {
     /// Keyed by small integers a job makes itself (no one chooses them to collide): a fast
     /// hash, not a keyed one.
-    waiting: HashMap<K, Opener>,
+    waiting: HashMap<K, O>,
     early: HashMap<K, Vec<u8>>,
     /// Set once a rank failed: what is still expected then never comes.
     failed: Option<String>,
 }
 
-impl<K: Hash + Eq> Default for Rendezvous<K> {
+impl<K: Hash + Eq, O> Default for Rendezvous<K, O> {
     fn default() -> Self {
         Rendezvous {
             table: Mutex::new(Table {
@@ -35,8 +48,8 @@ impl<K: Hash + Eq> Default for Rendezvous<K> {
     }
 }
 
-impl<K: Hash + Eq> Rendezvous<K> {
-    fn table(&self) -> std::sync::MutexGuard<'_, Table<K>> {
+impl<K: Hash + Eq, O: Open> Rendezvous<K, O> {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table<K, O>> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -47,7 +60,7 @@ impl<K: Hash + Eq> Rendezvous<K> {
         match t.waiting.remove(&key) {
             Some(open) => {
                 drop(t);
-                open(Ok(data));
+                open.open(Ok(data));
             }
             None => {
                 t.early.insert(key, data);
@@ -57,15 +70,15 @@ impl<K: Hash + Eq> Rendezvous<K> {
 
     /// `open` takes the copy of `key`: now if it arrived (or a rank failed), else when it
     /// does. Each key is expected once.
-    pub(crate) fn expect(&self, key: K, open: Opener) {
+    pub(crate) fn expect(&self, key: K, open: O) {
         let mut t = self.table();
         if let Some(data) = t.early.remove(&key) {
             drop(t);
-            return open(Ok(data));
+            return open.open(Ok(data));
         }
         if let Some(why) = t.failed.clone() {
             drop(t);
-            return open(Err(&why));
+            return open.open(Err(&why));
         }
         t.waiting.insert(key, open);
     }
@@ -79,7 +92,7 @@ impl<K: Hash + Eq> Rendezvous<K> {
             std::mem::take(&mut t.waiting)
         };
         for open in waiting.into_values() {
-            open(Err(why));
+            open.open(Err(why));
         }
     }
 }

@@ -3,9 +3,10 @@
 
 use super::super::region::{Partials, Region};
 use super::super::Program;
-use crate::job::rendezvous::Rendezvous;
+use crate::failure::Failure;
+use crate::job::rendezvous::{Open, Rendezvous};
 use crate::job::{Job, Wire};
-use crate::{Event, Placement, UserEvent};
+use crate::{Event, Placement};
 use std::any::Any;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -16,11 +17,34 @@ pub(super) type Key = (u32, u64, u32);
 /// Copies that arrived, or that a launch waits for (the job's [`Rendezvous`]): a waiting
 /// launch's slot takes the bytes and triggers its event.
 #[derive(Default)]
-pub(super) struct Inbox(pub(super) Rendezvous<Key>);
+pub(super) struct Inbox(pub(super) Rendezvous<Key, Arc<Slot>>);
 
+/// Where a copy this rank waits for lands: its bytes, and the event of their arrival
+/// (poisoned if they never come; a slot dropped before either poisons it too, as a dropped
+/// `UserEvent` does).
 pub(super) struct Slot {
-    arrived: UserEvent,
+    arrived: Event,
     data: Mutex<Option<Vec<u8>>>,
+}
+
+impl Open for Arc<Slot> {
+    fn open(self, got: Result<Vec<u8>, &str>) {
+        let done = match got {
+            Ok(data) => {
+                *self.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
+                Ok(())
+            }
+            Err(why) => Err(Arc::new(Failure::Poisoned(why.to_string()))),
+        };
+        let _ = self.arrived.state().trigger(done);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let dropped = Err(Arc::new(Failure::UserEventDropped));
+        let _ = self.arrived.state().trigger(dropped);
+    }
 }
 
 impl Inbox {
@@ -28,23 +52,11 @@ impl Inbox {
     /// rank failed before it came).
     pub(super) fn expect(&self, key: Key) -> (Arc<Slot>, Event) {
         let slot = Arc::new(Slot {
-            arrived: UserEvent::new(),
+            arrived: Event::pending(),
             data: Mutex::new(None),
         });
-        let arrived = slot.arrived.event();
-        let fill = slot.clone();
-        self.0.expect(
-            key,
-            Box::new(move |got| match got {
-                Ok(data) => {
-                    *fill.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
-                    let _ = fill.arrived.trigger();
-                }
-                Err(why) => {
-                    let _ = fill.arrived.poison(why);
-                }
-            }),
-        );
+        let arrived = slot.arrived.clone();
+        self.0.expect(key, slot.clone());
         (slot, arrived)
     }
 }
