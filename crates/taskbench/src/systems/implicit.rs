@@ -101,8 +101,7 @@ impl System for Implicit {
         let mut ids = HashMap::new();
         let chunks: Vec<(i64, i64, u64)> = (0..starts.len())
             .map(|k| {
-                let (t0, end) = (starts[k], starts.get(k + 1).copied().unwrap_or(steps));
-                let n = end - t0;
+                let (t0, n) = (starts[k], starts.get(k + 1).unwrap_or(&steps) - starts[k]);
                 let shapes: Vec<_> = (t0..t0 + n)
                     .flat_map(|t| plans.iter().map(move |p| p.shape_id(t)))
                     .collect();
