@@ -288,3 +288,37 @@ fn a_rank_with_no_point_of_an_index_launch_replays_its_copies() {
         assert!(replays >= 7, "rank {rank}: {replays} replays");
     }
 }
+
+/// A trace that writes a region a reduction group is open on, after every round of
+/// reductions: the write replaces the group's partial results in every execution (a replay
+/// must not leave the group open).
+#[test]
+fn a_trace_that_writes_over_an_open_reduction_gets_the_serial_result() {
+    use tactor::implicit::{reduce, Sum};
+    let rounds: u64 = if cfg!(miri) { 4 } else { 12 };
+    let runs = Job::run_in_process(2, 1, move |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        let total = p.region(0, 0u64);
+        let seen = p.region(1, 0u64);
+        for k in 0..rounds {
+            // Both ranks reduce into the total: a group over ranks, left open.
+            for w in 0..p.workers() {
+                p.launch(w, reduce::<Sum, _>(&total), move |mut s| {
+                    s.apply(k + w as u64)
+                });
+            }
+            p.begin_trace(4).unwrap();
+            p.launch(0, write(&total), move |t| *t = 1000 * k);
+            p.launch(1, (read(&total), read_write(&seen)), |(t, s)| *s += *t);
+            p.end_trace().unwrap();
+        }
+        (
+            p.with(&seen, |s| *s).unwrap(),
+            p.with(&total, |t| *t).unwrap(),
+        )
+    });
+    let seen: u64 = (0..rounds).map(|k| 1000 * k).sum();
+    for (rank, run) in runs.into_iter().enumerate() {
+        assert_eq!(run.unwrap(), (seen, 1000 * (rounds - 1)), "rank {rank}");
+    }
+}

@@ -9,8 +9,8 @@
 //! (the first execution of a stencil's trace fetches copies; the next ones receive them
 //! eagerly). So a trace id keeps one variant per starting record, each a trace of its own in
 //! this rank's program, and the launches of each variant are the same at every execution. A
-//! recording that reduces over ranks or makes regions keeps its variant but is replayed with
-//! the bookkeeping done in full.
+//! recording that reduces over ranks, starts on an open reduction group or makes regions
+//! keeps its variant but is replayed with the bookkeeping done in full.
 //!
 //! A replay is checked as one process's is: every call against the script (its task, and its
 //! rank or its projection and number of points), every launch of this rank against its trace,
@@ -323,6 +323,9 @@ impl Replicated {
                 let r = d.region.index;
                 if rec.seen.insert(r) {
                     let shard = (self.shards[r as usize].as_ref()).expect("a region");
+                    // A write replaces an open group's partials: the bookkeeping of that is
+                    // not an effect a script replays.
+                    rec.playable &= shard.group.is_none();
                     rec.start.push((r, Snap::of(shard)));
                 }
             }
