@@ -602,8 +602,9 @@ impl Replicated {
     /// launches only its own copies. The copies a trace needs depend on where its regions'
     /// versions are as it starts (the first execution of a stencil's trace fetches its
     /// copies, the next ones receive them eagerly as their writers end), so each starting
-    /// record of a trace id gets a recording of its own. Traces that reduce over ranks or make
-    /// regions are replayed with every rank booking every launch.
+    /// record of a trace id gets a recording of its own. Traces that reduce over ranks, start
+    /// on an open reduction group or make regions are replayed with every rank booking every
+    /// launch.
     ///
     /// ```
     /// use tactor::implicit::{read, read_write, Replicated};
