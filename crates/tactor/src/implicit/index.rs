@@ -12,7 +12,7 @@
 
 use super::access::{constant, Access, Read, ReadList};
 use super::region::{Cell, Constant};
-use super::replicated::{Replicated, Sends, Sig, Step};
+use super::replicated::{sending, Replicated, Sends, Sig, Step};
 use super::trace::{Extra, Index, TaskKind, Typed};
 use super::{check_kept, Program};
 use crate::runtime::Placement;
@@ -362,12 +362,7 @@ impl Replicated {
                         );
                         let f = task.clone();
                         let run = move |(s, refs): (&S, A::Ref<'_>)| f(s, arg, i, refs);
-                        self.program
-                            .launch_then(Placement::Any, access, run, move || {
-                                if let Some(send) = send {
-                                    send();
-                                }
-                            });
+                        (self.program).launch_then(Placement::Any, access, run, sending(send));
                     }
                     return;
                 }

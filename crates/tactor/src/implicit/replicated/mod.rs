@@ -13,7 +13,7 @@ use crate::job::{Job, OpenPort, Wire};
 use crate::{Event, Handle, Placement, TaskFailed};
 use copies::{dest, Copies, Inbox, Typed, HEADER, PORT};
 use script::Op;
-pub(super) use script::{Sends, Sig, Step};
+pub(super) use script::{sending, Sends, Sig, Step};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -301,11 +301,8 @@ impl Replicated {
         };
         if rank == self.job.rank() {
             // Sent from the task's job once the task is done with its references.
-            self.program.launch_then(at, access, task, move || {
-                if let Some(send) = sends {
-                    send();
-                }
-            });
+            self.program
+                .launch_then(at, access, task, script::sending(sends));
         }
     }
 
@@ -338,7 +335,7 @@ impl Replicated {
         point: u32,
     ) -> Option<script::Sends> {
         let me = self.job.rank();
-        let mut sends = Vec::new();
+        let mut sends = None;
         for d in declared {
             if !matches!(d.mode, Mode::Write | Mode::ReadWrite) {
                 continue;
@@ -365,13 +362,15 @@ impl Replicated {
             }
             if let Some(to) = to {
                 self.copies += to.len() as u64;
-                sends.extend(self.act(Op::Eager { point, region, to }));
+                if let Some(send) = self.act(Op::Eager { point, region, to }) {
+                    sends = Some(script::chain(sends, send));
+                }
             } else if expect {
                 self.copies += 1;
                 self.act(Op::Expect { region, key });
             }
         }
-        script::combine(sends)
+        sends
     }
 
     /// What a launch with accesses `declared` on `rank` leaves: the only holder of the

@@ -352,13 +352,7 @@ impl Replicated {
                     unreachable!("only eager sends come back");
                 };
                 let slot = &mut sends[*point as usize];
-                *slot = Some(match slot.take() {
-                    None => send,
-                    Some(first) => Box::new(move || {
-                        first();
-                        send();
-                    }),
-                });
+                *slot = Some(chain(slot.take(), send));
             }
         }
         Step::Play(call.local, sends)
@@ -492,13 +486,20 @@ impl Replicated {
     }
 }
 
-/// One task's sends as one.
-pub(super) fn combine(mut sends: Vec<Sends>) -> Option<Sends> {
-    match sends.len() {
-        0 => None,
-        1 => sends.pop(),
-        _ => Some(Box::new(move || sends.into_iter().for_each(|send| send()))),
+/// `first`'s sends, then `next`: one task's sends as one.
+pub(super) fn chain(first: Option<Sends>, next: Sends) -> Sends {
+    match first {
+        None => next,
+        Some(first) => Box::new(move || {
+            first();
+            next();
+        }),
     }
+}
+
+/// What a task runs as it ends, given its sends, if any.
+pub(in crate::implicit) fn sending(sends: Option<Sends>) -> impl FnOnce() + Send {
+    move || sends.into_iter().for_each(|send| send())
 }
 
 fn describe(sig: Sig, name: &str) -> String {
