@@ -109,7 +109,10 @@ impl From<usize> for At {
     }
 }
 
-/// What a copy message's first byte says.
+/// Bytes of a copy message's id, before its kind.
+const ID: usize = 8;
+
+/// What a copy message's kind byte says.
 const VALUE: u8 = 0;
 const POISON: u8 = 1;
 
@@ -169,8 +172,13 @@ impl Spmd {
             .open_reserved(
                 PORT_FUTURES,
                 Arc::new(move |m| {
-                    let id = u64::from_le_bytes(m.data[..8].try_into().expect("an id"));
-                    deliver.arrive(id, m.data[8..].to_vec());
+                    let Some(id) = m.data.get(..ID) else {
+                        let (from, n) = (m.source, m.data.len());
+                        return deliver.poison(&format!("rank {from} sent a value of {n} bytes"));
+                    };
+                    let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
+                    // Whole: the opener reads what follows the id in place.
+                    deliver.arrive(id, m.data);
                 }),
             )
             .expect("one Spmd program at a time in a job");
@@ -360,23 +368,26 @@ impl Spmd {
             let _ = v.0.here.set(future);
             self.inbox.expect(
                 v.0.id,
-                Box::new(move |got| match got.as_deref().map(<[u8]>::split_first) {
-                    Ok(Some((&VALUE, bytes))) => {
-                        let mut value = T::default();
-                        value.decode(bytes);
-                        promise.set(value);
-                    }
-                    Ok(Some((_, poison))) if poison.len() >= 4 => {
-                        let (rank, why) = poison.split_at(4);
-                        promise.fail_with(Failure::Remote {
-                            rank: u32::from_le_bytes(rank.try_into().expect("4 bytes")) as usize,
-                            why: String::from_utf8_lossy(why).into_owned(),
-                        });
-                    }
-                    Ok(Some(_)) => promise.fail("a copy arrived cut short"),
-                    Ok(None) => promise.fail("an empty copy arrived"),
-                    Err(why) => promise.fail(why),
-                }),
+                Box::new(
+                    move |got| match got.as_deref().map(|m| m[ID..].split_first()) {
+                        Ok(Some((&VALUE, bytes))) => {
+                            let mut value = T::default();
+                            value.decode(bytes);
+                            promise.set(value);
+                        }
+                        Ok(Some((_, poison))) if poison.len() >= 4 => {
+                            let (rank, why) = poison.split_at(4);
+                            promise.fail_with(Failure::Remote {
+                                rank: u32::from_le_bytes(rank.try_into().expect("4 bytes"))
+                                    as usize,
+                                why: String::from_utf8_lossy(why).into_owned(),
+                            });
+                        }
+                        Ok(Some(_)) => promise.fail("a copy arrived cut short"),
+                        Ok(None) => promise.fail("an empty copy arrived"),
+                        Err(why) => promise.fail(why),
+                    },
+                ),
             );
         }
     }
@@ -411,14 +422,14 @@ struct SendWhenReady<T> {
 
 impl<T: Wire + Send + Sync + 'static> Notify for SendWhenReady<T> {
     fn notify(self: Arc<Self>, _: &Outcome) {
-        let mut msg = crate::job::buffer(9);
+        let mut msg = crate::job::buffer(ID + 1);
         msg.extend_from_slice(&self.id.to_le_bytes());
         match self.from.get() {
             Ok(value) => {
                 msg.push(VALUE);
                 value.encode(&mut msg);
                 if let Some(f) = self.fault {
-                    f.act(&mut msg[9..]);
+                    f.act(&mut msg[ID + 1..]);
                 }
             }
             Err(e) => {
@@ -451,4 +462,31 @@ fn keep(events: &mut Vec<Event>, prune_at: &mut usize, e: Event) {
 /// This rank's future of `v` (it holds it: its home, or a copy was brought).
 fn local<T>(v: &Value<T>) -> Future<T> {
     v.0.here.get().expect("a value this rank holds").clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message on the values' port too short to hold an id (a faulty or foreign sender)
+    /// fails the values this rank awaits, naming the sender, instead of panicking on the
+    /// thread that progresses the network.
+    #[test]
+    fn a_value_shorter_than_its_id_fails_what_waits_naming_its_sender() {
+        let runs = Job::run_in_process(2, 1, |rt, job| {
+            let mut s = Spmd::new(rt, job);
+            if job.rank() == 1 {
+                // On the channel the value of `a` takes after it: it arrives first.
+                job.send(0, 0, PORT_FUTURES, vec![1, 2, 3]);
+            }
+            let a = s.spawn(1, &[], |_| 5u64);
+            let _b = s.spawn(0, &[&a], |ins| ins[0] + 1);
+            s.fence()
+        });
+        let mut runs = runs.into_iter();
+        let (zero, one) = (runs.next().expect("rank 0"), runs.next().expect("rank 1"));
+        let why = zero.unwrap().unwrap_err().to_string();
+        assert!(why.contains("rank 1 sent a value of 3 bytes"), "{why}");
+        one.unwrap().unwrap();
+    }
 }

@@ -106,13 +106,19 @@ pub(super) fn partials_of<T: 'static>(partials: &dyn Any) -> Partials<T> {
         .expect("a reduction's partials are of its region's type")
 }
 
-/// The bytes that arrived in `slot`.
-pub(super) fn arrived_bytes(slot: &Slot) -> Vec<u8> {
+/// The message that arrived in `slot`, header and all (kept whole as it came off the
+/// network: no copy of its payload on the way).
+pub(super) fn message_in(slot: &Slot) -> Vec<u8> {
     slot.data
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take()
         .expect("a copy that arrived has its bytes")
+}
+
+/// A copy message's payload: the region's bytes after the header.
+fn payload(message: &[u8]) -> &[u8] {
+    &message[HEADER..]
 }
 
 pub(super) struct Typed<T>(pub(super) Region<T>);
@@ -143,7 +149,7 @@ impl<T: Wire> Copies for Typed<T> {
             &arrived,
             at,
             super::super::write(&self.0),
-            move |v: &mut T| v.decode(&arrived_bytes(&slot)),
+            move |v: &mut T| v.decode(payload(&message_in(&slot))),
         );
     }
 
@@ -174,7 +180,7 @@ impl<T: Wire> Copies for Typed<T> {
                         None => own.take().expect("one partial of this rank's own"),
                         Some(slot) => {
                             let mut t = (ops.identity)();
-                            t.decode(&arrived_bytes(slot));
+                            t.decode(payload(&message_in(slot)));
                             t
                         }
                     };

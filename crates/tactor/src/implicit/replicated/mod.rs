@@ -5,6 +5,8 @@
 
 mod copies;
 mod script;
+#[cfg(test)]
+mod tests;
 
 use super::access::{Access, Declared, Mode};
 use super::region::{Constant, OpId, Region};
@@ -133,13 +135,21 @@ impl Replicated {
             .open_reserved(
                 PORT,
                 Arc::new(move |m| {
+                    if m.data.len() < HEADER {
+                        let (from, n) = (m.source, m.data.len());
+                        let why = format!(
+                            "rank {from} sent a copy of {n} bytes, shorter than its header"
+                        );
+                        return deliver.0.poison(&why);
+                    }
                     let word = |at: usize, n: usize| {
                         let mut b = [0u8; 8];
                         b[..n].copy_from_slice(&m.data[at..at + n]);
                         u64::from_le_bytes(b)
                     };
                     let key = (word(0, 4) as u32, word(4, 8), word(12, 4) as u32);
-                    deliver.0.arrive(key, m.data[HEADER..].to_vec());
+                    // Whole: the receive reads the payload after the header in place.
+                    deliver.0.arrive(key, m.data);
                 }),
             )
             .expect("one replicated program at a time in a process");
