@@ -205,14 +205,19 @@ impl Split {
             return runtime::job::with_deque(|deque| {
                 let deque = deque.filter(|_| self.workers > 1);
                 let (mut rest, mut at) = (items, first);
-                while let Some((x, tail)) = std::mem::take(&mut rest).split_first_mut() {
-                    body(at, x)?;
-                    (rest, at) = (tail, at + 1);
+                loop {
+                    // Before each body, not after: the half split off is public while this
+                    // body runs, so a worker that goes idle meanwhile takes it at once (even a
+                    // last item) instead of waiting for the body to end.
                     if self.splits(rest.len(), 1) && deque.is_some_and(Owner::nothing_public) {
                         return self.run_mut(rest, at, 1, body);
                     }
+                    let Some((x, tail)) = std::mem::take(&mut rest).split_first_mut() else {
+                        return Ok(());
+                    };
+                    body(at, x)?;
+                    (rest, at) = (tail, at + 1);
                 }
-                Ok(())
             });
         }
         let mid = items.len() / 2;
