@@ -3,6 +3,7 @@
 
 use super::super::region::{Partials, Region};
 use super::super::Program;
+use crate::event::{EventState, HasState};
 use crate::failure::Failure;
 use crate::job::rendezvous::{Open, Rendezvous};
 use crate::job::{Job, Wire};
@@ -23,8 +24,15 @@ pub(super) struct Inbox(pub(super) Rendezvous<Key, Arc<Slot>>);
 /// (poisoned if they never come; a slot dropped before either poisons it too, as a dropped
 /// `UserEvent` does).
 pub(super) struct Slot {
-    arrived: Event,
+    /// The event of the arrival: the slot is the event's own allocation.
+    arrived: EventState,
     data: Mutex<Option<Vec<u8>>>,
+}
+
+impl HasState for Slot {
+    fn state(&self) -> &EventState {
+        &self.arrived
+    }
 }
 
 impl Open for Arc<Slot> {
@@ -36,14 +44,14 @@ impl Open for Arc<Slot> {
             }
             Err(why) => Err(Arc::new(Failure::Poisoned(why.to_string()))),
         };
-        let _ = self.arrived.state().trigger(done);
+        let _ = self.arrived.trigger(done);
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let dropped = Err(Arc::new(Failure::UserEventDropped));
-        let _ = self.arrived.state().trigger(dropped);
+        let _ = self.arrived.trigger(dropped);
     }
 }
 
@@ -52,10 +60,10 @@ impl Inbox {
     /// rank failed before it came).
     pub(super) fn expect(&self, key: Key) -> (Arc<Slot>, Event) {
         let slot = Arc::new(Slot {
-            arrived: Event::pending(),
+            arrived: EventState::new(),
             data: Mutex::new(None),
         });
-        let arrived = slot.arrived.clone();
+        let arrived = Event(slot.clone());
         self.0.expect(key, slot.clone());
         (slot, arrived)
     }
