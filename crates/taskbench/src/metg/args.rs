@@ -114,7 +114,8 @@ pub struct MetgArgs {
     /// Our systems to measure, comma-separated (default: all; see `taskbench --list`).
     #[arg(long, value_delimiter = ',')]
     pub system: Vec<String>,
-    /// Another Task Bench program, as a shell command ('NAME=COMMAND' names it); repeatable.
+    /// Another Task Bench program, as a shell command ('NAME=COMMAND' names it; `@` in NAME
+    /// marks it as run on ranks, e.g. 'nonblock@2=mpirun -np 2 ./nonblock'); repeatable.
     #[arg(long)]
     pub external: Vec<String>,
     /// Repetitions of each size.

@@ -15,6 +15,19 @@ use std::time::Duration;
 use taskbench_core::app::App;
 use taskbench_core::graph::KernelType;
 
+/// The name and the command of the `k`-th `--external` value: `NAME=COMMAND` when NAME is a
+/// name (letters, digits and `_-.`, and `@` for where it ran, as our own `compiled@2`: the
+/// plot then draws it as a run on ranks), else the whole value is the command.
+fn split_external(ext: &str, k: usize) -> (String, &str) {
+    let named = |n: &str| {
+        !n.is_empty() && (n.chars()).all(|ch| ch.is_ascii_alphanumeric() || "_-.@".contains(ch))
+    };
+    match ext.split_once('=') {
+        Some((n, c)) if named(n) => (n.to_string(), c),
+        _ => (format!("external{}", k + 1), ext),
+    }
+}
+
 fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
     let exe = std::env::current_exe()
         .context("locating the taskbench executable")?
@@ -64,16 +77,7 @@ fn contenders(m: &MetgArgs, workers: usize) -> anyhow::Result<Vec<Contender>> {
         check_launcher(m, ranks, &exe)?;
     }
     for (k, ext) in m.external.iter().enumerate() {
-        let (name, cmd) = match ext.split_once('=') {
-            Some((n, c))
-                if !n.is_empty()
-                    && n.chars()
-                        .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch)) =>
-            {
-                (n.to_string(), c)
-            }
-            _ => (format!("external{}", k + 1), ext.as_str()),
-        };
+        let (name, cmd) = split_external(ext, k);
         let Ok(command) = shell_words::split(cmd) else {
             usage!("Invalid option \"--external {ext}\": unbalanced quotes");
         };
@@ -432,4 +436,32 @@ fn step_median(results: &[super::results::RunResult]) -> Option<f64> {
         .collect();
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_external;
+
+    #[test]
+    fn an_external_is_named_before_its_equals_sign_placement_included() {
+        let cases = [
+            (
+                "nonblock@2=mpirun -np 2 ./nonblock",
+                "nonblock@2",
+                "mpirun -np 2 ./nonblock",
+            ),
+            ("ref=./nonblock -worker 2", "ref", "./nonblock -worker 2"),
+            ("a=b=c", "a", "b=c"),
+            (
+                "mpirun -np 2 ./nonblock",
+                "external3",
+                "mpirun -np 2 ./nonblock",
+            ),
+            ("=./x", "external3", "=./x"),
+            ("a b=./x", "external3", "a b=./x"),
+        ];
+        for (ext, name, cmd) in cases {
+            assert_eq!(split_external(ext, 2), (name.to_string(), cmd), "{ext}");
+        }
+    }
 }
