@@ -354,6 +354,50 @@ impl Program {
         );
     }
 
+    /// [`Program::launch_after`] with its outside condition opened by `attach`: a trace's
+    /// replay hands it the inlet of the instance that runs the launch (what lands from
+    /// elsewhere opens it directly), anything else an inlet that stands for an event.
+    #[track_caller]
+    pub(crate) fn launch_attached<A, F>(
+        &mut self,
+        attach: Arc<dyn trace::Attach>,
+        placement: Placement,
+        access: A,
+        task: F,
+    ) where
+        A: Access,
+        F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+    {
+        check_kept(&access, self.id);
+        if self.manual_trace_open() {
+            // Compared in place with the recording, as `launch_then` does.
+            let fits = |recorded: &[Declared]| {
+                let mut rest = recorded.iter();
+                access.matches(&mut rest) && rest.as_slice().is_empty()
+            };
+            if let Some((arena, _, _)) =
+                self.traces
+                    .replay_slot(TypeId::of::<F>(), placement, true, fits)
+            {
+                arena.push(move || {
+                    // SAFETY: the recording this launch matched was analysed, and the replay
+                    // runs its job where that analysis ordered it.
+                    let refs = unsafe { access.get() };
+                    task(refs);
+                });
+                self.traces.push_outside(trace::Outside::Inlet(attach));
+                self.launched += 1;
+                self.since_relax += 1;
+                if self.since_relax >= RELAX_EVERY {
+                    self.since_relax = 0;
+                    crate::relax();
+                }
+                return;
+            }
+        }
+        self.launch_after(&attach.event(), placement, access, task);
+    }
+
     /// Waits until the current contents of `region` are final (every launched task that
     /// writes or reduces into it has run), then calls `f` on them.
     ///

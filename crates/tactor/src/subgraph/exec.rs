@@ -14,7 +14,7 @@ use crate::failure::{cause_of, Cause, Failure, TaskLabel};
 use crate::runtime::{Handle, Msg, Resident, RingOut};
 use crate::sync::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The events of one instance.
 #[derive(Clone, Debug)]
@@ -384,6 +384,32 @@ impl Inlet {
         if let Some((t, index)) = self.target.take() {
             let f = Arc::new(Failure::Poisoned(reason.to_string()));
             t.precondition_done(index, &Err(f));
+        }
+    }
+
+    /// Opens the precondition with `outcome` as it is (a failure passed on unchanged).
+    pub(crate) fn close_with(mut self, outcome: &Outcome) {
+        if let Some((t, index)) = self.target.take() {
+            t.precondition_done(index, outcome);
+        }
+    }
+
+    /// Opens the precondition when `event` triggers, with its outcome.
+    pub(crate) fn open_on(self, event: &Event) {
+        event
+            .state()
+            .subscribe(Arc::new(OpenOn(Mutex::new(Some(self)))));
+    }
+}
+
+/// An inlet opened by an event ([`Inlet::open_on`]).
+struct OpenOn(Mutex<Option<Inlet>>);
+
+impl Notify for OpenOn {
+    fn notify(self: Arc<Self>, outcome: &Outcome) {
+        let inlet = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(inlet) = inlet {
+            inlet.close_with(outcome);
         }
     }
 }

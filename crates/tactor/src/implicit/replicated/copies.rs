@@ -2,11 +2,13 @@
 //! and fold a region's bytes, and the inbox where they arrive.
 
 use super::super::region::{Partials, Region};
+use super::super::trace::Attach;
 use super::super::Program;
 use crate::event::{EventState, HasState};
 use crate::failure::Failure;
 use crate::job::rendezvous::{Open, Rendezvous};
 use crate::job::{Job, Wire};
+use crate::subgraph::Inlet;
 use crate::{Event, Placement};
 use std::any::Any;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,56 +18,137 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub(super) type Key = (u32, u64, u32);
 
 /// Copies that arrived, or that a launch waits for (the job's [`Rendezvous`]): a waiting
-/// launch's slot takes the bytes and triggers its event.
+/// launch's landing takes the bytes and opens what the launch waits on.
 #[derive(Default)]
-pub(super) struct Inbox(pub(super) Rendezvous<Key, Arc<Slot>>);
+pub(super) struct Inbox(pub(super) Rendezvous<Key, Arc<Landing>>);
 
-/// Where a copy this rank waits for lands: its bytes, and the event of their arrival
-/// (poisoned if they never come; a slot dropped before either poisons it too, as a dropped
-/// `UserEvent` does).
-pub(super) struct Slot {
-    /// The event of the arrival: the slot is the event's own allocation.
+/// Where a copy this rank waits for lands: its bytes (or why they never come), and what the
+/// launch that reads them waits on. In a trace's replay that is the instance's inlet, which
+/// the bytes open directly, whichever of the two comes first waiting for the other;
+/// elsewhere the landing's own event ([`Landing::arrival`], poisoned if the bytes never come,
+/// or if the landing is dropped first, as a dropped `UserEvent` is).
+pub(super) struct Landing {
+    /// The event of the arrival: the landing is the event's own allocation.
     arrived: EventState,
-    data: Mutex<Option<Vec<u8>>>,
+    land: Mutex<Land>,
 }
 
-impl HasState for Slot {
+#[derive(Default)]
+struct Land {
+    /// The bytes, or why they never come; `None` until then, and once taken.
+    got: Option<Result<Vec<u8>, String>>,
+    /// What waits for them, until they come.
+    inlet: Option<Inlet>,
+    /// Whether something waits on the landing's event: only then is it triggered (an
+    /// atomic operation on the delivering thread that a replay's inlet does without).
+    evented: bool,
+}
+
+impl HasState for Landing {
     fn state(&self) -> &EventState {
         &self.arrived
     }
 }
 
-impl Open for Arc<Slot> {
-    fn open(self, got: Result<Vec<u8>, &str>) {
-        let done = match got {
-            Ok(data) => {
-                *self.data.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
-                Ok(())
-            }
-            Err(why) => Err(Arc::new(Failure::Poisoned(why.to_string()))),
-        };
-        let _ = self.arrived.trigger(done);
+impl Drop for Landing {
+    fn drop(&mut self) {
+        let land = self.land.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if land.evented {
+            let dropped = Err(Arc::new(Failure::UserEventDropped));
+            let _ = self.arrived.trigger(dropped);
+        }
     }
 }
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let dropped = Err(Arc::new(Failure::UserEventDropped));
-        let _ = self.arrived.trigger(dropped);
+impl Landing {
+    fn land(&self) -> std::sync::MutexGuard<'_, Land> {
+        self.land.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The event of the bytes' arrival (poisoned if they never come).
+    pub(super) fn arrival(self: &Arc<Self>) -> Event {
+        let mut land = self.land();
+        land.evented = true;
+        let got = land.got.as_ref().map(outcome);
+        drop(land);
+        if let Some(got) = got {
+            self.trigger(got);
+        }
+        Event(self.clone())
+    }
+
+    fn trigger(&self, got: Result<(), String>) {
+        let done = got.map_err(|why| Arc::new(Failure::Poisoned(why)));
+        let _ = self.arrived.trigger(done);
+    }
+
+    /// The message that landed, header and all (kept whole as it came off the network: no
+    /// copy of its payload on the way). Called once, by the launch that it opened.
+    pub(super) fn take(&self) -> Vec<u8> {
+        match self.land().got.take() {
+            Some(Ok(message)) => message,
+            _ => unreachable!("a launch runs only once its copy has landed"),
+        }
+    }
+}
+
+/// What the launch waiting for `got` is told.
+fn outcome(got: &Result<Vec<u8>, String>) -> Result<(), String> {
+    got.as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+/// Opens `inlet` as `got` says.
+fn open(inlet: Inlet, got: Result<(), String>) {
+    match got {
+        Ok(()) => inlet.open(),
+        Err(why) => inlet.poison(&why),
+    }
+}
+
+impl Open for Arc<Landing> {
+    fn open(self, got: Result<Vec<u8>, &str>) {
+        let got = got.map_err(str::to_string);
+        let told = outcome(&got);
+        let mut land = self.land();
+        land.got = Some(got);
+        let (inlet, evented) = (land.inlet.take(), land.evented);
+        drop(land);
+        if let Some(inlet) = inlet {
+            open(inlet, told.clone());
+        }
+        if evented {
+            self.trigger(told);
+        }
+    }
+}
+
+impl Attach for Landing {
+    fn attach(&self, inlet: Inlet) {
+        let mut land = self.land();
+        match &land.got {
+            None => land.inlet = Some(inlet),
+            Some(got) => {
+                let told = outcome(got);
+                drop(land);
+                open(inlet, told);
+            }
+        }
+    }
+
+    fn event(self: Arc<Self>) -> Event {
+        self.arrival()
     }
 }
 
 impl Inbox {
-    /// The slot of a copy this rank waits for, and the event of its arrival (poisoned if a
-    /// rank failed before it came).
-    pub(super) fn expect(&self, key: Key) -> (Arc<Slot>, Event) {
-        let slot = Arc::new(Slot {
+    /// The landing of a copy this rank waits for.
+    pub(super) fn expect(&self, key: Key) -> Arc<Landing> {
+        let landing = Arc::new(Landing {
             arrived: EventState::new(),
-            data: Mutex::new(None),
+            land: Mutex::default(),
         });
-        let arrived = Event(slot.clone());
-        self.0.expect(key, slot.clone());
-        (slot, arrived)
+        self.0.expect(key, landing.clone());
+        landing
     }
 }
 
@@ -76,7 +159,8 @@ pub(super) trait Copies: Send {
     /// What the task that writes this region's next version runs as it ends: sends the
     /// version to `to` (see `Replicated::eager`).
     fn eager(&self, job: &Arc<Job>, to: Vec<Dest>) -> Box<dyn FnOnce() + Send>;
-    fn receive(&self, p: &mut Program, at: Placement, arrived: Event, slot: Arc<Slot>);
+    /// Launches the task that writes the copy that lands in `landing` into the replica.
+    fn receive(&self, p: &mut Program, at: Placement, landing: Arc<Landing>);
     /// Sets this rank's replica to the reduction's identity: its partial result starts there.
     fn reset(&self, p: &mut Program, at: Placement, partials: &dyn Any);
     /// Folds every rank's partial into this rank's replica once all arrived, in rank order:
@@ -86,7 +170,7 @@ pub(super) trait Copies: Send {
         p: &mut Program,
         at: Placement,
         arrived: Event,
-        parts: Vec<Option<Arc<Slot>>>,
+        parts: Vec<Option<Arc<Landing>>>,
         partials: &dyn Any,
     );
 }
@@ -112,16 +196,6 @@ pub(super) fn partials_of<T: 'static>(partials: &dyn Any) -> Partials<T> {
     *partials
         .downcast_ref::<Partials<T>>()
         .expect("a reduction's partials are of its region's type")
-}
-
-/// The message that arrived in `slot`, header and all (kept whole as it came off the
-/// network: no copy of its payload on the way).
-pub(super) fn message_in(slot: &Slot) -> Vec<u8> {
-    slot.data
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take()
-        .expect("a copy that arrived has its bytes")
 }
 
 /// A copy message's payload: the region's bytes after the header.
@@ -152,12 +226,13 @@ impl<T: Wire> Copies for Typed<T> {
         })
     }
 
-    fn receive(&self, p: &mut Program, at: Placement, arrived: Event, slot: Arc<Slot>) {
-        p.launch_after(
-            &arrived,
+    fn receive(&self, p: &mut Program, at: Placement, landing: Arc<Landing>) {
+        let attach = landing.clone() as Arc<dyn Attach>;
+        p.launch_attached(
+            attach,
             at,
             super::super::write(&self.0),
-            move |v: &mut T| v.decode(payload(&message_in(&slot))),
+            move |v: &mut T| v.decode(payload(&landing.take())),
         );
     }
 
@@ -173,7 +248,7 @@ impl<T: Wire> Copies for Typed<T> {
         p: &mut Program,
         at: Placement,
         arrived: Event,
-        parts: Vec<Option<Arc<Slot>>>,
+        parts: Vec<Option<Arc<Landing>>>,
         partials: &dyn Any,
     ) {
         let ops = partials_of::<T>(partials);
@@ -186,9 +261,9 @@ impl<T: Wire> Copies for Typed<T> {
                 for part in &parts {
                     let partial = match part {
                         None => own.take().expect("one partial of this rank's own"),
-                        Some(slot) => {
+                        Some(landing) => {
                             let mut t = (ops.identity)();
-                            t.decode(payload(&message_in(slot)));
+                            t.decode(payload(&landing.take()));
                             t
                         }
                     };
@@ -220,3 +295,81 @@ pub(super) const HEADER: usize = 16;
 
 /// The port of replicated programs' copies (one such program at a time per process).
 pub(super) const PORT: u16 = crate::job::PORT_IMPLICIT;
+
+#[cfg(test)]
+mod tests {
+    use super::{Inbox, Landing};
+    use crate::implicit::trace::Attach;
+    use crate::job::rendezvous::Open;
+    use crate::subgraph::SubgraphBuilder;
+    use crate::Runtime;
+    use std::sync::{Arc, Mutex};
+
+    /// A copy and the inlet of the instance that reads it, landing from two threads in
+    /// either order: the instance runs once, after the bytes are there, and reads them; a
+    /// copy that never comes poisons it with why.
+    #[test]
+    fn a_copy_and_its_inlet_meet_whichever_comes_first() {
+        let rounds = if cfg!(miri) { 6 } else { 2000 };
+        let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+        let read = Arc::new(Mutex::new(Vec::new()));
+        let mut b = SubgraphBuilder::<Arc<Landing>>::new();
+        let r = read.clone();
+        let t = b.task(0, move |l: &Arc<Landing>| r.lock().unwrap().push(l.take()));
+        let copy = b.precondition();
+        b.wait_for(copy, t);
+        let graph = b.compile(&rt).unwrap();
+        for k in 0..rounds {
+            // An inbox per round: a poisoned one stays poisoned.
+            let inbox = Inbox::default();
+            let landing = inbox.expect((0, k, 1));
+            let (instance, mut inlets) = graph.instantiate_with_inlets(landing.clone(), &[], 1);
+            let inlet = inlets.pop().unwrap();
+            let fails = k % 3 == 2;
+            std::thread::scope(|s| {
+                let i = &inbox;
+                s.spawn(move || match fails {
+                    false => i.0.arrive((0, k, 1), vec![k as u8]),
+                    true => i.0.poison("rank 1 failed"),
+                });
+                s.spawn(|| landing.attach(inlet));
+            });
+            let done = instance.completion.wait();
+            if fails {
+                let why = done.unwrap_err().to_string();
+                assert!(why.contains("rank 1 failed"), "round {k}: {why}");
+            } else {
+                done.unwrap();
+                assert_eq!(read.lock().unwrap().pop(), Some(vec![k as u8]), "round {k}");
+            }
+        }
+    }
+
+    /// Where no replay takes the launch, the landing's own event stands for the inlet: it
+    /// triggers once the bytes are there, whichever comes first, and is poisoned if they
+    /// never come.
+    #[test]
+    fn a_landing_without_an_inlet_triggers_its_event_once_its_copy_is_there() {
+        let rounds = if cfg!(miri) { 6 } else { 2000 };
+        for k in 0..rounds {
+            let landing = Arc::new(Landing {
+                arrived: crate::event::EventState::new(),
+                land: Mutex::default(),
+            });
+            let arrived = std::thread::scope(|s| {
+                let l = landing.clone();
+                s.spawn(move || l.open(Ok(vec![k as u8])));
+                s.spawn(|| landing.arrival()).join().unwrap()
+            });
+            arrived.wait().unwrap();
+            assert_eq!(landing.take(), vec![k as u8]);
+        }
+        let poisoned = Arc::new(Landing {
+            arrived: crate::event::EventState::new(),
+            land: Mutex::default(),
+        });
+        let e = poisoned.clone().event();
+        poisoned.open(Err("rank 2 failed"));
+        assert!(e.wait().unwrap_err().to_string().contains("rank 2 failed"));
+    }
+}

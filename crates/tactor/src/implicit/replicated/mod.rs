@@ -38,7 +38,7 @@ struct Shard {
     eager: Vec<usize>,
     /// On one of those: where the eager copy of the latest version arrives, until a task
     /// here reads it.
-    coming: Option<(Arc<copies::Slot>, Event)>,
+    coming: Option<Arc<copies::Landing>>,
     /// The last index launch that touched it (its number), the point, and whether a point
     /// wrote it: how an index launch finds points that conflict.
     touched: (u64, u32, bool),
@@ -534,9 +534,9 @@ impl Replicated {
             let key = (region, version, me as u32);
             let to = dest(&self.job, &mut self.sent, r, key);
             shard.copies.send(&mut self.program, mine, &job, to);
-            let (slot, arrived) = inbox.expect((region, version, r as u32));
-            parts.push(Some(slot));
-            arrivals.push(arrived);
+            let landing = inbox.expect((region, version, r as u32));
+            arrivals.push(landing.arrival());
+            parts.push(Some(landing));
         }
         shard.copies.fold(
             &mut self.program,

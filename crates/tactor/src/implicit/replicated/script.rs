@@ -466,13 +466,13 @@ impl Replicated {
                 shard.copies.send(program, *at, job, to);
             }
             Op::Receive { at, key: k, .. } => {
-                let (slot, arrived) = self.inbox.expect(key(k));
-                shard.copies.receive(program, *at, arrived, slot);
+                let landing = self.inbox.expect(key(k));
+                shard.copies.receive(program, *at, landing);
             }
             Op::Expect { key: k, .. } => shard.coming = Some(self.inbox.expect(key(k))),
             Op::ReceiveComing { at, .. } => {
-                let (slot, arrived) = (shard.coming.take()).expect("an eager copy comes here");
-                shard.copies.receive(program, *at, arrived, slot);
+                let landing = (shard.coming.take()).expect("an eager copy comes here");
+                shard.copies.receive(program, *at, landing);
             }
             Op::ClearComing { .. } => shard.coming = None,
             Op::Eager { to, .. } => {

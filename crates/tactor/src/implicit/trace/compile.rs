@@ -129,8 +129,9 @@ pub(super) fn compile(
         });
     }
     let mut edges = HashSet::new();
-    let mut pres: Vec<Sym> = Vec::new();
-    let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
+    // Each entry state a vertex waits for, once; the outside conditions become the last
+    // preconditions, in launch order (the instance's inlets).
+    let mut waits: Vec<(Sym, u32)> = Vec::new();
     let mut seen = HashSet::new();
     for (k, deps) in rec.deps.iter().enumerate() {
         let v = vertex[k];
@@ -144,18 +145,40 @@ pub(super) fn compile(
                     }
                 }
                 entry => {
-                    if !seen.insert((entry, v)) {
-                        continue;
+                    if seen.insert((entry, v)) {
+                        waits.push((entry, v));
                     }
-                    let pre = *pre_ids.entry(entry).or_insert_with(|| {
-                        pres.push(entry);
-                        b.precondition()
-                    });
-                    b.wait_for(pre, task);
                 }
             }
         }
     }
+    let outside = |s: &Sym| matches!(s, Sym::Outside(_));
+    let mut order: Vec<Sym> = Vec::new();
+    let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
+    let inside = waits.iter().filter(|(s, _)| !outside(s));
+    let mut outsides: Vec<Sym> = (waits.iter().filter(|(s, _)| outside(s)))
+        .map(|&(s, _)| s)
+        .collect();
+    outsides.sort_unstable_by_key(|s| match s {
+        Sym::Outside(n) => *n,
+        _ => unreachable!("only outside conditions"),
+    });
+    outsides.dedup();
+    for s in inside.map(|&(s, _)| s).chain(outsides) {
+        pre_ids.entry(s).or_insert_with(|| {
+            order.push(s);
+            b.precondition()
+        });
+    }
+    debug_assert!(
+        (order.iter().filter(|s| outside(s)).enumerate())
+            .all(|(i, s)| *s == Sym::Outside(i as u32)),
+        "every outside condition is a precondition, in launch order"
+    );
+    for (s, v) in waits {
+        b.wait_for(pre_ids[&s], crate::subgraph::TaskId(v));
+    }
+    let pres = order;
     let mut regions: Vec<_> = rec.states.into_iter().collect();
     regions.sort_by_key(|(r, _)| *r);
     let mut exits = Vec::with_capacity(regions.len());

@@ -20,7 +20,7 @@ use super::arena::{Arena, Place, ONCE};
 use super::{merged, Job};
 use crate::event::Event;
 use crate::runtime::{Handle, Placement};
-use crate::subgraph::{PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError};
+use crate::subgraph::{Inlet, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError};
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -38,6 +38,32 @@ use replay::run;
 
 /// A launch of an abandoned replay: its placement, accesses, job and outside event.
 pub(crate) type Abandoned = (Placement, Vec<Declared>, Job, Option<Event>);
+
+/// Where a launch's outside condition is opened from, given the inlet of the instance that
+/// runs it: a replay's copy from another rank opens its inlet as it lands, with no event and
+/// no subscription between them.
+pub(crate) trait Attach: Send + Sync {
+    /// Takes the inlet that opens the launch's outside condition.
+    fn attach(&self, inlet: Inlet);
+    /// The condition as an event instead: for a launch that no replay takes.
+    fn event(self: Arc<Self>) -> Event;
+}
+
+/// The outside condition of one launch of an execution: an event, or an inlet's taker.
+pub(crate) enum Outside {
+    Event(Event),
+    Inlet(Arc<dyn Attach>),
+}
+
+impl Outside {
+    /// The condition as an event (an inlet standing in for the instance's).
+    fn into_event(self) -> Event {
+        match self {
+            Outside::Event(e) => e,
+            Outside::Inlet(a) => a.event(),
+        }
+    }
+}
 
 /// A dependence while recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -157,7 +183,8 @@ struct Step {
 /// A recorded trace.
 struct Recorded {
     graph: Subgraph<Arena>,
-    /// The external preconditions, in the subgraph's order: `Version` or `All` symbols.
+    /// The external preconditions, in the subgraph's order: `Version` or `All` symbols, then
+    /// the outside conditions in launch order (the instance's inlets).
     pres: Vec<Sym>,
     /// Each touched region's producers and readers on exit.
     exits: Vec<(u32, Vec<Out>, Vec<Out>)>,
@@ -261,7 +288,7 @@ struct Replaying {
     launches: usize,
     jobs: Arena,
     error: Option<TraceError>,
-    outside: Vec<Event>,
+    outside: Vec<Outside>,
 }
 
 enum Mode {
@@ -347,10 +374,18 @@ impl Traces {
             return Err(job);
         };
         arena.push(job);
-        if let (Some(e), Some((_, Mode::Replaying(r)))) = (after, &mut self.open) {
-            r.outside.push(e.clone());
+        if let Some(e) = after {
+            self.push_outside(Outside::Event(e.clone()));
         }
         Ok(())
+    }
+
+    /// The outside condition of the launch the open replay just took (after
+    /// [`replay_slot`](Self::replay_slot) for a launch after an outside condition).
+    pub(crate) fn push_outside(&mut self, outside: Outside) {
+        if let Some((_, Mode::Replaying(r))) = &mut self.open {
+            r.outside.push(outside);
+        }
     }
 
     /// The arena of the open replay if `kind` at `placement` (after an outside event or not)
@@ -429,9 +464,9 @@ impl Traces {
                     .zip(sigs)
                     .map(|(job, s)| {
                         let after = s.outside.then(|| {
-                            outside
-                                .next()
+                            (outside.next())
                                 .expect("every matched launch after an event gave one")
+                                .into_event()
                         });
                         (s.placement, s.accesses.clone(), job, after)
                     })
@@ -618,7 +653,9 @@ impl Traces {
                     }
                 }
                 let mut jobs = std::mem::take(&mut rec.jobs);
-                let outside = std::mem::take(&mut rec.outside);
+                let outside = (std::mem::take(&mut rec.outside).into_iter())
+                    .map(Outside::Event)
+                    .collect();
                 let units = jobs.units();
                 let recorded = Arc::new(compile(rec.shown, handle, rec, units, cells)?);
                 jobs.lay_out(recorded.slots.clone());
@@ -627,7 +664,7 @@ impl Traces {
                 (recorded, jobs, outside)
             }
         };
-        Ok(run(&recorded, jobs, &outside, regions))
+        Ok(run(&recorded, jobs, outside, regions))
     }
 }
 

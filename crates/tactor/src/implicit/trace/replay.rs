@@ -126,27 +126,35 @@ pub(super) fn places_of(sigs: &[Sig], workers: &[usize]) -> (Option<Vec<Place>>,
 }
 
 /// Runs one execution of `recorded` with `jobs` after the regions' current states and this
-/// execution's `outside` events, and sets the states the fragment leaves.
+/// execution's `outside` conditions (the instance's inlets, in launch order), and sets the
+/// states the fragment leaves.
 pub(super) fn run(
     recorded: &Recorded,
     jobs: Arena,
-    outside: &[Event],
+    outside: Vec<Outside>,
     regions: &mut [Versions<Event>],
 ) -> Event {
     let entry = |s: Sym, regions: &[Versions<Event>]| -> Vec<Event> {
         match s {
             Sym::Version(r) => regions[r as usize].producers.clone(),
             Sym::All(r) => regions[r as usize].guards().to_vec(),
-            Sym::Outside(n) => vec![outside[n as usize].clone()],
+            Sym::Outside(_) => unreachable!("outside conditions are inlets, not entry states"),
             Sym::Task(_) => unreachable!("tasks are not entry states"),
         }
     };
-    let pres: Vec<Event> = recorded
-        .pres
-        .iter()
+    let inside = recorded.pres.len() - outside.len();
+    let pres: Vec<Event> = (recorded.pres[..inside].iter())
         .map(|&s| merged(&entry(s, regions)))
         .collect();
-    let instance = recorded.graph.instantiate(jobs, &pres);
+    let (instance, inlets) = recorded
+        .graph
+        .instantiate_with_inlets(jobs, &pres, outside.len());
+    for (inlet, o) in inlets.into_iter().zip(outside) {
+        match o {
+            Outside::Event(e) => inlet.open_on(&e),
+            Outside::Inlet(a) => a.attach(inlet),
+        }
+    }
     let map = |list: &[Out], regions: &[Versions<Event>]| -> Vec<Event> {
         let mut out = Vec::new();
         for o in list {
