@@ -240,13 +240,7 @@ impl Program {
         if manual {
             // The common case of a replay: compared in place with the recording (which was
             // checked when it was recorded), with no declaration built.
-            let fits = |recorded: &[Declared]| {
-                let mut rest = recorded.iter();
-                access.matches(&mut rest) && rest.as_slice().is_empty()
-            };
-            if let Some((arena, typed, k)) =
-                self.traces
-                    .replay_slot(TypeId::of::<F>(), placement, false, fits)
+            if let Some((arena, typed, k)) = self.replay_slot_of::<A, F>(placement, false, &access)
             {
                 match typed.get::<A>(k) {
                     Some(recorded) => {
@@ -267,11 +261,7 @@ impl Program {
                         then();
                     }),
                 }
-                self.since_relax += 1;
-                if self.since_relax >= RELAX_EVERY {
-                    self.since_relax = 0;
-                    crate::relax();
-                }
+                self.replayed();
                 return;
             }
         }
@@ -371,14 +361,7 @@ impl Program {
         check_kept(&access, self.id);
         if self.manual_trace_open() {
             // Compared in place with the recording, as `launch_then` does.
-            let fits = |recorded: &[Declared]| {
-                let mut rest = recorded.iter();
-                access.matches(&mut rest) && rest.as_slice().is_empty()
-            };
-            if let Some((arena, _, _)) =
-                self.traces
-                    .replay_slot(TypeId::of::<F>(), placement, true, fits)
-            {
+            if let Some((arena, _, _)) = self.replay_slot_of::<A, F>(placement, true, &access) {
                 arena.push(move || {
                     // SAFETY: the recording this launch matched was analysed, and the replay
                     // runs its job where that analysis ordered it.
@@ -387,15 +370,37 @@ impl Program {
                 });
                 self.traces.push_outside(trace::Outside::Inlet(attach));
                 self.launched += 1;
-                self.since_relax += 1;
-                if self.since_relax >= RELAX_EVERY {
-                    self.since_relax = 0;
-                    crate::relax();
-                }
+                self.replayed();
                 return;
             }
         }
         self.launch_after(&attach.event(), placement, access, task);
+    }
+
+    /// The open replay's arena if a launch of `F` at `placement` (after an outside condition
+    /// or not) with accesses `access` is its next one, compared in place with the recording.
+    fn replay_slot_of<A: Access, F: 'static>(
+        &mut self,
+        placement: Placement,
+        outside: bool,
+        access: &A,
+    ) -> Option<(&mut arena::Arena, &trace::Typed, usize)> {
+        let fits = |recorded: &[Declared]| {
+            let mut rest = recorded.iter();
+            access.matches(&mut rest) && rest.as_slice().is_empty()
+        };
+        self.traces
+            .replay_slot(TypeId::of::<F>(), placement, outside, fits)
+    }
+
+    /// After a launch a replay took: lets the worker's work run every `RELAX_EVERY` of them
+    /// (a replayed launch costs little).
+    fn replayed(&mut self) {
+        self.since_relax += 1;
+        if self.since_relax >= RELAX_EVERY {
+            self.since_relax = 0;
+            crate::relax();
+        }
     }
 
     /// Waits until the current contents of `region` are final (every launched task that
