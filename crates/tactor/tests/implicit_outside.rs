@@ -120,6 +120,37 @@ fn inside_a_trace_each_execution_waits_for_its_own_outside_event() {
     assert_eq!(ran.load(Relaxed), 4);
 }
 
+/// An outside event that triggered, or failed, before the replay that waits for it ended
+/// reaches the replay's instance all the same (its precondition is opened at once), a failure
+/// with its reason.
+#[test]
+fn a_replay_takes_an_outside_event_that_already_triggered_or_failed() {
+    let rt = runtime();
+    let mut p = Program::new(&rt);
+    let x = p.region(0u64);
+    let y = p.region(0u64);
+    for i in 0..3u64 {
+        let e = UserEvent::new();
+        match i {
+            2 => e.poison("no copy came").unwrap(),
+            _ => e.trigger().unwrap(),
+        }
+        p.trace(7, |p| {
+            p.launch_after(&e.event(), Placement::Any, write(&x), move |x| *x = 10 * i);
+            p.launch(Placement::Any, (read(&x), write(&y)), |(x, y)| *y = *x + 1);
+        })
+        .unwrap();
+        let got = p.with(&y, |y| *y);
+        if i == 2 {
+            let why = got.unwrap_err().to_string();
+            assert!(why.contains("no copy came"), "{why}");
+        } else {
+            assert_eq!(got.unwrap(), 10 * i + 1, "execution {i}");
+        }
+    }
+    assert_eq!(p.recorded_traces(), 1);
+}
+
 /// A replay that launches without the outside event the recording waited for differs.
 #[test]
 fn a_replay_without_the_recorded_outside_event_is_refused() {
