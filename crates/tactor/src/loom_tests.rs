@@ -530,3 +530,33 @@ fn loom_a_job_handed_to_a_closing_offer_is_taken_exactly_once() {
         assert!(offer.close().is_none(), "the offer ends closed and empty");
     });
 }
+
+/// A rank's sends in flight (`job::spmd::Inflight`): two leave on other threads while the
+/// issuing thread asks for the event of their draining. In every interleaving the event
+/// triggers once both left (the last one may leave while the event is being set up), and
+/// not before.
+#[test]
+fn loom_drained_is_told_when_the_last_send_leaves_and_not_before() {
+    use crate::job::spmd::Inflight;
+    loom::model(|| {
+        let inflight = Arc::new(Inflight::default());
+        inflight.start();
+        inflight.start();
+        let left = Arc::new(crate::sync::AtomicUsize::new(0));
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let (i, l) = (inflight.clone(), left.clone());
+                loom::thread::spawn(move || {
+                    l.fetch_add(1, Ordering::SeqCst);
+                    i.done();
+                })
+            })
+            .collect();
+        let drained = inflight.drained();
+        if drained.has_triggered() {
+            assert_eq!(left.load(Ordering::SeqCst), 2, "drained early");
+        }
+        senders.into_iter().for_each(|t| t.join().unwrap());
+        assert!(drained.has_triggered(), "the last send's wake-up was lost");
+    });
+}

@@ -44,7 +44,7 @@ mod pattern;
 mod ports;
 pub(crate) mod rendezvous;
 mod sharded;
-mod spmd;
+pub(crate) mod spmd;
 mod wire;
 
 pub use blocks::{Blocks, Crossing};

@@ -137,16 +137,14 @@ pub struct Spmd {
     local: usize,
     next: u64,
     inbox: Arc<Rendezvous<u64>>,
-    /// The tasks that send this rank's values to other ranks, not yet waited for: a rank
-    /// must not end (its runtime cancelling them) while another waits for their messages.
-    sends: Vec<Event>,
+    /// This rank's values on their way to other ranks: a rank must not end (its runtime
+    /// cancelling them) while another waits for their messages.
+    sends: Arc<Inflight>,
     /// The tasks this rank ran or runs, not yet known to have ended: what [`Spmd::fence`]
     /// waits for.
     ran: Vec<Event>,
     /// When `ran` next drops the events that triggered ([`keep`]).
     prune_at: usize,
-    /// When `sends` next does.
-    sends_prune_at: usize,
     /// Values this rank sent so far: which send a test's fault is due for ([`Job::inject`]).
     sent: i64,
     _port: OpenPort,
@@ -155,7 +153,7 @@ pub struct Spmd {
 impl Drop for Spmd {
     /// Waits until this rank sent every value another rank asked for.
     fn drop(&mut self) {
-        let _ = Event::merge(&self.sends).wait();
+        let _ = self.sends.drained().wait();
     }
 }
 
@@ -191,10 +189,9 @@ impl Spmd {
             local: handle.workers(),
             next: 0,
             inbox,
-            sends: Vec::new(),
+            sends: Arc::default(),
             ran: Vec::new(),
             prune_at: 64,
-            sends_prune_at: 64,
             sent: 0,
             _port: port,
         }
@@ -291,8 +288,8 @@ impl Spmd {
     /// ```
     pub fn fence(&mut self) -> Result<(), TaskFailed> {
         let mut all = std::mem::take(&mut self.ran);
-        all.append(&mut self.sends);
-        (self.prune_at, self.sends_prune_at) = (64, 64);
+        all.push(self.sends.drained());
+        self.prune_at = 64;
         Event::merge(&all).wait()
     }
 
@@ -350,8 +347,7 @@ impl Spmd {
             let from = local(v);
             let fault = self.job.fault_due(self.sent);
             self.sent += 1;
-            let sent = UserEvent::new();
-            keep(&mut self.sends, &mut self.sends_prune_at, sent.event());
+            self.sends.start();
             let event = from.event().clone();
             let copy = SendWhenReady {
                 from,
@@ -359,7 +355,7 @@ impl Spmd {
                 id: v.0.id,
                 rank,
                 fault,
-                sent,
+                sends: self.sends.clone(),
             };
             // Not a precondition: a value that failed must be sent too (as its poison).
             event.state().subscribe(Arc::new(copy));
@@ -400,9 +396,7 @@ impl Spmd {
         }
         let value = local(v).get().cloned();
         // The other ranks' copies leave before this rank goes on (and perhaps ends).
-        let _ = Event::merge(&std::mem::take(&mut self.sends)).wait();
-        // The list starts over: its next pruning is as early as a new program's.
-        self.sends_prune_at = 64;
+        let _ = self.sends.drained().wait();
         value
     }
 }
@@ -416,8 +410,61 @@ struct SendWhenReady<T> {
     rank: usize,
     /// The fault a test injects into this send ([`Job::inject`]).
     fault: Option<super::Fault>,
-    /// Triggered once the message left: a rank ends only after its sends.
-    sent: UserEvent,
+    /// Counted down once the message left (or the value will never be sent): a rank ends
+    /// only after its sends.
+    sends: Arc<Inflight>,
+}
+
+impl<T> Drop for SendWhenReady<T> {
+    fn drop(&mut self) {
+        self.sends.done();
+    }
+}
+
+/// Sends on their way, counted (a count per rank, not an event per send): an event that
+/// triggers when none is left.
+#[derive(Default)]
+pub(crate) struct Inflight {
+    count: crate::sync::AtomicUsize,
+    /// What [`Inflight::drained`] handed out, until the count next reaches zero.
+    idle: crate::sync::Mutex<Option<UserEvent>>,
+}
+
+impl Inflight {
+    /// One more send (from the issuing thread only).
+    pub(crate) fn start(&self) {
+        self.count.fetch_add(1, crate::sync::Ordering::AcqRel);
+    }
+
+    /// A send left.
+    pub(crate) fn done(&self) {
+        if self.count.fetch_sub(1, crate::sync::Ordering::AcqRel) == 1 {
+            self.wake();
+        }
+    }
+
+    fn wake(&self) {
+        let idle = crate::sync::lock(&self.idle).take();
+        if let Some(idle) = idle {
+            let _ = idle.trigger();
+        }
+    }
+
+    /// An event that triggers once no send is on its way (from the issuing thread, which
+    /// starts none meanwhile).
+    pub(crate) fn drained(&self) -> Event {
+        if self.count.load(crate::sync::Ordering::Acquire) == 0 {
+            return Event::triggered();
+        }
+        let idle = UserEvent::new();
+        let event = idle.event();
+        *crate::sync::lock(&self.idle) = Some(idle);
+        // The last send may have left before the event was there to trigger.
+        if self.count.load(crate::sync::Ordering::Acquire) == 0 {
+            self.wake();
+        }
+        event
+    }
 }
 
 impl<T: Wire + Send + Sync + 'static> Notify for SendWhenReady<T> {
@@ -444,7 +491,6 @@ impl<T: Wire + Send + Sync + 'static> Notify for SendWhenReady<T> {
             }
         }
         self.job.send(0, self.rank, PORT_FUTURES, msg);
-        let _ = self.sent.trigger();
     }
 }
 
@@ -467,6 +513,41 @@ fn local<T>(v: &Value<T>) -> Future<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sends leave on other threads while the issuing thread waits for them to drain, round
+    /// after round: every drained event triggers (no lost wake-up), and never while a send
+    /// is still on its way.
+    #[test]
+    fn drained_triggers_once_every_send_left_and_not_before() {
+        let rounds = if cfg!(miri) { 12 } else { 4000 };
+        let inflight = Arc::new(Inflight::default());
+        for k in 0..rounds {
+            let n = 1 + k % 3;
+            (0..n).for_each(|_| inflight.start());
+            use std::sync::atomic::AtomicUsize;
+            let (left, go) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            std::thread::scope(|s| {
+                for t in 0..n {
+                    let (i, l, go) = (&inflight, &left, &go);
+                    s.spawn(move || {
+                        // All released at once, with the issuing thread's `drained`: the
+                        // last send leaves while its event is being set up, now and then.
+                        while go.load(Ordering::Acquire) == 0 {
+                            std::hint::spin_loop();
+                        }
+                        (0..(k + t) % 7 * 10).for_each(|_| std::hint::spin_loop());
+                        l.fetch_add(1, Ordering::SeqCst);
+                        i.done();
+                    });
+                }
+                go.store(1, Ordering::Release);
+                inflight.drained().wait().unwrap();
+                let gone = left.load(Ordering::SeqCst);
+                assert_eq!(gone, n, "round {k}: drained with a send on its way");
+            });
+        }
+        assert!(inflight.drained().has_triggered(), "none on its way");
+    }
 
     /// A message on the values' port too short to hold an id (a faulty or foreign sender)
     /// fails the values this rank awaits, naming the sender, instead of panicking on the
