@@ -13,6 +13,7 @@ if [ $# -lt 3 ]; then
 fi
 reps=$1 system=$2
 shift 2
+case $reps in '' | *[!0-9]* | 0 | 0*) echo "error: REPS must be a positive integer, got '$reps'" >&2; exit 2 ;; esac
 graph="-type stencil_1d -kernel load_imbalance -width ${WIDTH:-32} -steps ${STEPS:-100} -iter ${ITER:-65536}"
 sys=${system:+-system $system}
 rate() {

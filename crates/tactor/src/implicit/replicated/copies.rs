@@ -61,6 +61,14 @@ impl Drop for Landing {
 }
 
 impl Landing {
+    /// A landing nothing has come to yet.
+    fn new() -> Arc<Landing> {
+        Arc::new(Landing {
+            arrived: EventState::new(),
+            land: Mutex::default(),
+        })
+    }
+
     fn land(&self) -> std::sync::MutexGuard<'_, Land> {
         self.land.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -143,10 +151,7 @@ impl Attach for Landing {
 impl Inbox {
     /// The landing of a copy this rank waits for.
     pub(super) fn expect(&self, key: Key) -> Arc<Landing> {
-        let landing = Arc::new(Landing {
-            arrived: EventState::new(),
-            land: Mutex::default(),
-        });
+        let landing = Landing::new();
         self.0.expect(key, landing.clone());
         landing
     }
@@ -352,10 +357,7 @@ mod tests {
     fn a_landing_without_an_inlet_triggers_its_event_once_its_copy_is_there() {
         let rounds = if cfg!(miri) { 6 } else { 2000 };
         for k in 0..rounds {
-            let landing = Arc::new(Landing {
-                arrived: crate::event::EventState::new(),
-                land: Mutex::default(),
-            });
+            let landing = Landing::new();
             let arrived = std::thread::scope(|s| {
                 let l = landing.clone();
                 s.spawn(move || l.open(Ok(vec![k as u8])));
@@ -364,10 +366,7 @@ mod tests {
             arrived.wait().unwrap();
             assert_eq!(landing.take(), vec![k as u8]);
         }
-        let poisoned = Arc::new(Landing {
-            arrived: crate::event::EventState::new(),
-            land: Mutex::default(),
-        });
+        let poisoned = Landing::new();
         let e = poisoned.clone().event();
         poisoned.open(Err("rank 2 failed"));
         assert!(e.wait().unwrap_err().to_string().contains("rank 2 failed"));

@@ -155,16 +155,10 @@ pub(super) fn compile(
     let outside = |s: &Sym| matches!(s, Sym::Outside(_));
     let mut order: Vec<Sym> = Vec::new();
     let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
+    // Each outside condition belongs to one launch and is numbered in launch order, so
+    // `waits` holds them in that order already.
     let inside = waits.iter().filter(|(s, _)| !outside(s));
-    let mut outsides: Vec<Sym> = (waits.iter().filter(|(s, _)| outside(s)))
-        .map(|&(s, _)| s)
-        .collect();
-    outsides.sort_unstable_by_key(|s| match s {
-        Sym::Outside(n) => *n,
-        _ => unreachable!("only outside conditions"),
-    });
-    outsides.dedup();
-    for s in inside.map(|&(s, _)| s).chain(outsides) {
+    for &(s, _) in inside.chain(waits.iter().filter(|(s, _)| outside(s))) {
         pre_ids.entry(s).or_insert_with(|| {
             order.push(s);
             b.precondition()
