@@ -158,6 +158,20 @@ impl Plan {
         self.shape_at(t).map_or(0, |s| s.width)
     }
 
+    /// The points of timestep `t`, as indices (empty outside the graph).
+    ///
+    /// ```
+    /// use taskbench_core::{app::App, plan::Plan};
+    /// let (app, _) = App::parse(&["-type", "tree", "-width", "4"], &[]).unwrap();
+    /// let plan = Plan::new(app.graphs[0].clone());
+    /// assert_eq!(plan.points(0), 0..1); // a tree starts with one point
+    /// assert_eq!(plan.points(2), 0..4);
+    /// assert_eq!(plan.points(-1), 0..0);
+    /// ```
+    pub fn points(&self, t: i64) -> std::ops::Range<usize> {
+        self.offset(t) as usize..(self.offset(t) + self.width(t)) as usize
+    }
+
     /// The points of `t-1` that task `(t, point)` reads, in delivery order. Empty for points
     /// outside the timestep.
     pub fn deps(&self, t: i64, point: i64) -> &[i64] {

@@ -74,8 +74,7 @@ impl System for Futures {
                     for t in t0..steps.min(t0 + per_scope) {
                         for (g, plan) in plans.iter().enumerate() {
                             let mine = blocks.as_ref().map_or(0..sizes[g].0, |b| b.mine(g));
-                            let live =
-                                plan.offset(t) as usize..(plan.offset(t) + plan.width(t)) as usize;
+                            let live = plan.points(t);
                             let mut next = vec![none.clone(); sizes[g].0];
                             for p in mine.filter(|p| live.contains(p)) {
                                 let ins = plan.dep_indices(t, p).map(|d| last[g][d].clone());

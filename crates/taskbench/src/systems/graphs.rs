@@ -12,8 +12,7 @@ pub struct Graphs(pub Arc<Vec<Plan>>);
 
 impl Pattern for Graphs {
     fn live(&self, g: usize, t: i64) -> Range<usize> {
-        let p = &self.0[g];
-        p.offset(t) as usize..(p.offset(t) + p.width(t)) as usize
+        self.0[g].points(t)
     }
 
     fn reads(&self, g: usize, t: i64, p: usize) -> impl Iterator<Item = usize> + '_ {

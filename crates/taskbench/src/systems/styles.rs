@@ -7,9 +7,9 @@ use super::{shared::footprint, shared::run_task, timing::passes, timing::Pass};
 use tactor::job::Lockstep;
 use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};
 
-/// Point `p` of graph `g` at a timestep, with its output and scratch, and the outputs of the
-/// timestep before.
-pub type Point<'a> = (usize, usize, &'a mut [u8], &'a mut [u8], &'a [Vec<u8>]);
+/// Point `p` of graph `g` at timestep `t`, with its output and scratch, and the outputs of the
+/// timestep before: all that changes from one timestep to the next, in the point itself.
+pub type Point<'a> = (i64, usize, usize, &'a mut [u8], &'a mut [u8], &'a [Vec<u8>]);
 
 /// A point's task: runs it on its inputs, validating them.
 pub type Task<'a> = dyn Fn(&mut Point) -> Result<(), TaskError> + Sync + 'a;
@@ -36,22 +36,26 @@ pub fn run(
         .map(|g| vec![new_scratch(g.scratch_bytes_per_task); g.max_width as usize])
         .collect();
     let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
+    // One closure for every timestep: a worker that runs a point finds it in its cache, and
+    // only the points themselves (written by the timestep's loop) cross between cores.
+    let task = |(t, g, p, out, s, before): &mut Point| {
+        run_task(&plans[*g], *t, *p as i64, out, s, |d| &before[d as usize])
+    };
     passes(&rt, exchange.as_deref(), || {
         for t in 0..steps {
             let reads = |g: usize, q| plans[g].dep_indices(t, q);
             (rows.receive(t, reads)).map_err(|why| RunError::waiting(exchange.as_deref(), why))?;
-            let mut points: Vec<Point> = Vec::new();
+            // On the stack when few: no allocation on the path of every step.
+            let mut points: smallvec::SmallVec<[Point; 4]> = smallvec::SmallVec::new();
             for (g, (step, scratch)) in rows.step(t).zip(&mut scratch).enumerate() {
-                let (plan, mine) = (&plans[g], step.mine);
-                let live = plan.offset(t) as usize..(plan.offset(t) + plan.width(t)) as usize;
+                let (live, mine) = (plans[g].points(t), step.mine);
                 let outs = step.now.iter_mut().zip(&mut scratch[mine.clone()]);
                 for (p, (out, s)) in mine.zip(outs).filter(|(p, _)| live.contains(p)) {
-                    points.push((g, p, out, s, step.before));
+                    points.push((t, g, p, out, s, step.before));
                 }
             }
-            style(&mut points, &|(g, p, out, s, before)| {
-                run_task(&plans[*g], t, *p as i64, out, s, |d| &before[d as usize])
-            })?;
+            // Moved into the call, so dropped (and `rows` free again) once the style returns.
+            style(&mut { points }, &task)?;
             rows.send(t, |g, q| plans[g].rdep_indices(t + 1, q));
         }
         Ok(())
