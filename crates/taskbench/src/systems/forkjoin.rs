@@ -16,8 +16,7 @@ pub struct ForkJoin;
 /// it reads it from the job itself (one cache line from the forker, not two).
 fn split(points: &mut [Point], task: &Task) -> Result<(), TaskError> {
     match points {
-        [] => Ok(()),
-        [one] => task(one),
+        [] | [_] => points.iter_mut().try_for_each(task),
         [a, (t, g, p, out, s, before)] => {
             let mut b = (*t, *g, *p, &mut **out, &mut **s, *before);
             let (ra, rb) = tactor::join(|| task(a), move || task(&mut b));

@@ -46,7 +46,7 @@ pub fn run(
             let reads = |g: usize, q| plans[g].dep_indices(t, q);
             (rows.receive(t, reads)).map_err(|why| RunError::waiting(exchange.as_deref(), why))?;
             // On the stack when few: no allocation on the path of every step.
-            let mut points: smallvec::SmallVec<[Point; 4]> = smallvec::SmallVec::new();
+            let mut points: smallvec::SmallVec<[Point; 8]> = smallvec::SmallVec::new();
             for (g, (step, scratch)) in rows.step(t).zip(&mut scratch).enumerate() {
                 let (live, mine) = (plans[g].points(t), step.mine);
                 let outs = step.now.iter_mut().zip(&mut scratch[mine.clone()]);
@@ -54,8 +54,8 @@ pub fn run(
                     points.push((t, g, p, out, s, step.before));
                 }
             }
-            // Moved into the call, so dropped (and `rows` free again) once the style returns.
-            style(&mut { points }, &task)?;
+            style(&mut points, &task)?;
+            drop(points); // frees `rows` for the send
             rows.send(t, |g, q| plans[g].rdep_indices(t + 1, q));
         }
         Ok(())
