@@ -277,7 +277,7 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
     let mut polls = 0u32;
     let mut waiting = Waiting::default();
     loop {
-        // The offer is open only while this worker waits (below): before anything else, take
+        // The offer is open only while this worker idles (below): before anything else, take
         // back a job handed over meanwhile, and run it first.
         if let Some(j) = ctx.offer().close() {
             idle_since = None;
@@ -305,13 +305,25 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
             waiting.spin(ctx.offer());
             continue;
         }
+        // Idle from here on: the offer stays open while this worker looks for work (a fork
+        // that found it closed was pushed, and had to be stolen or ran on its forker).
+        let offer = ctx.offer();
+        offer.open();
         if let Some(w) = ctx.find() {
             idle_since = None;
             waiting = Waiting::default();
+            // Closed before anything runs; a job handed meanwhile runs first.
+            if let Some(j) = offer.close() {
+                j.run();
+            }
             w.run(shared.closed.load(Ordering::Relaxed));
             continue;
         }
         if shared.closed.load(Ordering::SeqCst) {
+            if let Some(j) = offer.close() {
+                j.run();
+                continue;
+            }
             break;
         }
         if ctx.sources_busy() || ctx.sources_expecting() {
@@ -323,14 +335,17 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         // Spin a bounded time before parking: a futex wake-up costs far more than a task.
         let since = *idle_since.get_or_insert_with(Instant::now);
         if since.elapsed() < shared.spin {
-            let offer = ctx.offer();
-            offer.open();
             for _ in 0..32 {
                 if offer.has_job() || ctx.work_visible() {
                     break;
                 }
                 std::hint::spin_loop();
             }
+            continue;
+        }
+        // A worker that gives up its core is no place to hand a job.
+        if let Some(j) = offer.close() {
+            j.run();
             continue;
         }
         shared
@@ -363,6 +378,8 @@ impl Waiting {
         if self.empty_polls < SPINS_BEFORE_YIELD {
             offer.open();
             std::hint::spin_loop();
+        } else if let Some(j) = offer.close() {
+            j.run();
         } else {
             std::thread::yield_now();
         }
