@@ -157,7 +157,7 @@ where
     E: Send,
     F: Fn(usize, &mut T) -> Result<(), E> + Sync,
 {
-    let workers = runtime::current_handle().map_or(1, |h| h.workers());
+    let workers = runtime::current_workers().unwrap_or(1);
     let split = Split {
         grain: grain.max(1),
         workers,
@@ -222,9 +222,11 @@ impl Split {
         }
         let mid = items.len() / 2;
         let (low, high) = items.split_at_mut(mid);
+        // `move`: what a thief needs is in the job itself, not behind pointers to this frame
+        // (each one more line to fetch from the forker's core before the piece can start).
         let (a, b) = join_told(
             || self.run_mut(low, first, self.halve(splits, false), body),
-            |stolen| self.run_mut(high, first + mid, self.halve(splits, stolen), body),
+            move |stolen| self.run_mut(high, first + mid, self.halve(splits, stolen), body),
         );
         a.and(b)
     }

@@ -138,6 +138,12 @@ pub fn current_handle() -> Option<Handle> {
     })
 }
 
+/// How many workers the runtime of the calling worker has (`None` off the workers): what
+/// [`current_handle`] tells, without a counted reference to the runtime.
+pub(crate) fn current_workers() -> Option<usize> {
+    worker::with_current(|ctx| ctx.map(|c| c.shared.stealers.len()))
+}
+
 /// The index of the calling thread if it is one of `handle`'s runtime's workers.
 pub(crate) fn worker_of(handle: &Handle) -> Option<usize> {
     worker::with_current(|c| {

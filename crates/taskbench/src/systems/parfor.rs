@@ -24,7 +24,7 @@ impl System for ParFor {
 
     fn run(&self, app: &App, cfg: &RunConfig) -> Result<Pass, RunError> {
         styles::run(app, cfg, |points, task| {
-            tactor::try_for_each_mut(points, 1, |_, point| task(point))
+            tactor::try_for_each_mut(points, 1, move |_, point| task(point))
         })
     }
 }
