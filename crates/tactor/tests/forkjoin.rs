@@ -358,3 +358,30 @@ fn two_way_splits_in_a_row_run_each_half_once_wherever_it_goes() {
         assert_eq!(caught, n.min(200) / 2, "{w} workers");
     }
 }
+
+/// A forked half that waits for a task launched just before the fork: an idle worker may
+/// take the task (stealing it) and be handed the half at the same moment. Whichever it runs,
+/// the other must stay where a worker can reach it: run first, a half that suspends would
+/// otherwise hold the task on its stack, and the task is what it waits for. A watchdog turns
+/// that deadlock into a failure.
+#[test]
+fn a_half_handed_over_while_its_worker_steals_a_task_it_waits_for_completes() {
+    let rounds = if cfg!(miri) { 20 } else { 3000 };
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = rt(2);
+        let h = rt.handle();
+        rt.run(|| {
+            for _ in 0..rounds {
+                let gate = UserEvent::new();
+                let opens = gate.event();
+                h.launch(Placement::Any, &[], move || gate.trigger().unwrap());
+                tactor::join(|| (), move || opens.wait().unwrap());
+            }
+        });
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("every round ends: no half waits for a task held beneath it");
+}

@@ -80,6 +80,18 @@ impl WorkerCtx {
             .or_else(|| self.steal_task().map(Work::Task))
     }
 
+    /// Puts `job`, handed over while this worker took other work, on its own deque: it runs
+    /// after that work (or a thief takes it). Run before it, the job would hold the other
+    /// work on this stack if it suspended, and that work might be what it waits for (the
+    /// same holds the other way round). Run at once only if the deque is full.
+    fn defer(&self, job: JobRef) {
+        match self.jobs.push_or_hand(job, |_| false) {
+            Ok(job::Pushed::Public) => self.shared.idle.wake_one_cheaply(),
+            Ok(_) => {}
+            Err(job) => job.run(),
+        }
+    }
+
     /// Hands `job` to another worker whose offer is open (it idles), if any.
     #[inline]
     pub(crate) fn hand_over(&self, job: JobRef) -> bool {
@@ -312,9 +324,9 @@ fn scheduling_loop_of(ctx: &WorkerCtx) {
         if let Some(w) = ctx.find() {
             idle_since = None;
             waiting = Waiting::default();
-            // Closed before anything runs; a job handed meanwhile runs first.
+            // Closed before anything runs; a job handed meanwhile waits on the deque.
             if let Some(j) = offer.close() {
-                j.run();
+                ctx.defer(j);
             }
             w.run(shared.closed.load(Ordering::Relaxed));
             continue;
