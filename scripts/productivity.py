@@ -11,7 +11,8 @@ the reference's `core/` is not: `taskbench-core` (graphs, kernels, validation) a
 every system implements (`systems/interface.rs`: the `System` trait, `RunConfig`, `RunError`,
 `check_workers`, and `RunConfig::tactor`, the runtime a run asks for — its workers and pinning,
 on ranks the exchange on Task Bench's port — what `MPI_Init` and `mpirun`'s binding are to the
-reference; `systems/shared.rs`: `footprint`, the task body helpers; `systems/timing.rs`, how a
+reference; `systems/shared.rs`: `footprint`, the task body helpers (`run_inputs` and kin, and
+`WorkerScratch`, the scratch buffer a task body gets on whichever worker runs it); `systems/timing.rs`, how a
 pass is timed — a warm-up pass, then one timed from a barrier of every worker and rank, with
 the tasks the workers validated — what the reference's `Timer` and `report_timing` in `core/`
 with its `MPI_Barrier`s are to it, the same for every system so that their times compare;

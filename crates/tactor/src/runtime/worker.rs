@@ -62,7 +62,10 @@ impl WorkerCtx {
             }
             Placement::Any => {
                 self.deque.push(task);
-                shared.after_push(None);
+                // On this worker's own deque the task cannot be lost: this worker runs it if
+                // no thief does, so a sleeper missed here costs parallelism, not progress
+                // (as for forked jobs), and the fence a sure wake-up needs is saved.
+                shared.idle.wake_one_cheaply();
             }
         }
     }

@@ -8,10 +8,10 @@
 //! read leaves when it is ready, and arrives there as a future.
 
 use super::interface::{RunConfig, RunError, System};
-use super::{shared::footprint, shared::run_inputs, timing::passes, timing::Pass};
-use std::sync::{Mutex, OnceLock};
+use super::{shared::footprint, shared::WorkerScratch, timing::passes, timing::Pass};
+use std::sync::OnceLock;
 use tactor::{job::Blocks, Future, Inputs, Placement};
-use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};
+use taskbench_core::{app::App, plan::Plan, validate::TaskError};
 
 /// A future per point; with `barrier`, a wait per timestep.
 pub struct Futures {
@@ -46,19 +46,13 @@ impl System for Futures {
             .collect();
         let blocks = exchange.clone().map(|ex| Blocks::new(ex, 0, &sizes));
         let steps = app.graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
-        // A task runs to its end on one worker: a scratch buffer per graph and worker.
-        let scratch: Vec<_> = (app.graphs.iter())
-            .flat_map(|g| (0..cfg.workers).map(|_| new_scratch(g.scratch_bytes_per_task)))
-            .map(Mutex::new)
-            .collect();
+        let scratch = WorkerScratch::new(app, cfg.workers);
         // A point's task, on its inputs: a wrong one fails it (its dependents do not run),
         // and the first found is kept.
         let first = OnceLock::<TaskError>::new();
         let task = |g: usize, t, p: usize, ins: Inputs<Vec<u8>>| {
             let mut out = vec![0; plans[g].graph().output_bytes_per_task];
-            let w = g * cfg.workers + tactor::current_worker().expect("on a worker");
-            let mut s = scratch[w].lock().unwrap_or_else(|p| p.into_inner());
-            if let Err(e) = run_inputs(&plans[g], t, p as i64, &mut out, &mut s, ins.iter()) {
+            if let Err(e) = scratch.run((g, &plans[g]), (t, p as i64), &mut out, ins.iter()) {
                 tactor::fail(first.get_or_init(|| e).to_string());
             }
             out

@@ -1,8 +1,8 @@
-//! What several systems share: running one task on its inputs, the reference block
-//! distribution, and the building blocks of memory estimates.
+//! What several systems share: running one task on its inputs (with a worker's scratch), the
+//! reference block distribution, and the building blocks of memory estimates.
 
-use taskbench_core::plan::Plan;
-use taskbench_core::validate::TaskError;
+use std::sync::Mutex;
+use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};
 
 /// Building blocks of [`System::memory`](super::interface::System::memory) estimates.
 pub mod footprint {
@@ -57,6 +57,42 @@ pub fn run_task<'a>(
 ) -> Result<(), TaskError> {
     let deps = plan.deps(t, p);
     run_inputs(plan, t, p, output, scratch, deps.iter().map(|&d| input(d)))
+}
+
+/// Scratch buffers for systems whose tasks run on whichever worker is free: one per graph and
+/// worker (a task runs to its end on one worker), each behind a lock that is taken only for a
+/// graph that has scratch — most runs have none, and a lock is two atomic operations a task.
+pub struct WorkerScratch {
+    workers: usize,
+    buffers: Vec<Mutex<Vec<u8>>>,
+}
+
+impl WorkerScratch {
+    /// Buffers for every graph of `app` and each of `workers` workers.
+    pub fn new(app: &App, workers: usize) -> WorkerScratch {
+        let buffers = (app.graphs.iter())
+            .flat_map(|g| (0..workers).map(|_| new_scratch(g.scratch_bytes_per_task)))
+            .map(Mutex::new)
+            .collect();
+        WorkerScratch { workers, buffers }
+    }
+
+    /// [`run_inputs`] for task `(t, p)` of graph `g`, on the calling worker's buffer.
+    #[inline]
+    pub fn run<'a, I: AsRef<[u8]> + ?Sized + 'a>(
+        &self,
+        (g, plan): (usize, &Plan),
+        (t, p): (i64, i64),
+        output: &mut [u8],
+        inputs: impl ExactSizeIterator<Item = &'a I>,
+    ) -> Result<(), TaskError> {
+        if plan.graph().scratch_bytes_per_task == 0 {
+            return run_inputs(plan, t, p, output, &mut [], inputs);
+        }
+        let w = g * self.workers + tactor::current_worker().expect("on a worker");
+        let mut scratch = self.buffers[w].lock().unwrap_or_else(|p| p.into_inner());
+        run_inputs(plan, t, p, output, &mut scratch, inputs)
+    }
 }
 
 /// Runs task `(t, p)` of `plan` on `inputs`, its dependencies' outputs in order (byte slices,

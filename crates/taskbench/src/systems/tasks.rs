@@ -7,13 +7,13 @@
 //! when it is ready. No edge and no message is written here.
 
 use super::interface::{RunConfig, RunError, System};
-use super::shared::{block_owners, footprint, run_inputs};
+use super::shared::{block_owners, footprint, WorkerScratch};
 use super::timing::{passes, Pass};
 use smallvec::SmallVec;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use tactor::job::{At, Spmd, Value};
 use tactor::Failure;
-use taskbench_core::{app::App, kernel::new_scratch, plan::Plan, validate::TaskError};
+use taskbench_core::{app::App, plan::Plan, validate::TaskError};
 
 /// One spawned task per point, ordered only by the values it takes.
 pub struct Tasks;
@@ -47,12 +47,7 @@ impl System for Tasks {
             .collect();
         let points = Arc::new(Points {
             plans: app.graphs.iter().cloned().map(Plan::new).collect(),
-            // A task runs to its end on one worker: a scratch buffer per graph and worker.
-            scratch: (app.graphs.iter())
-                .flat_map(|g| (0..cfg.workers).map(|_| new_scratch(g.scratch_bytes_per_task)))
-                .map(Mutex::new)
-                .collect(),
-            workers: cfg.workers,
+            scratch: WorkerScratch::new(app, cfg.workers),
             first: OnceLock::new(),
         });
         passes(&rt, remote.as_deref(), || {
@@ -95,8 +90,7 @@ impl System for Tasks {
 /// What every task of a run shares.
 struct Points {
     plans: Vec<Plan>,
-    scratch: Vec<Mutex<Vec<u8>>>,
-    workers: usize,
+    scratch: WorkerScratch,
     /// The first task that found a wrong input.
     first: OnceLock<TaskError>,
 }
@@ -106,9 +100,7 @@ impl Points {
     /// dependents do not run) and the first found is kept.
     fn run(&self, g: usize, t: i64, p: i64, ins: tactor::Inputs<'_, Vec<u8>>) -> Vec<u8> {
         let mut out = vec![0; self.plans[g].graph().output_bytes_per_task];
-        let w = g * self.workers + tactor::current_worker().expect("on a worker");
-        let mut s = self.scratch[w].lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = run_inputs(&self.plans[g], t, p, &mut out, &mut s, ins.iter()) {
+        if let Err(e) = (self.scratch).run((g, &self.plans[g]), (t, p), &mut out, ins.iter()) {
             tactor::fail(self.first.get_or_init(|| e).to_string());
         }
         out
