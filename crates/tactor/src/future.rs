@@ -356,10 +356,10 @@ impl<T, U, F> Keeps<U> for Dataflow<T, U, F> {
 }
 
 impl<T, U, F> OwnPreconditions for Dataflow<T, U, F> {
-    unsafe fn preconditions(&self) -> SmallVec<[&Event; 8]> {
+    unsafe fn preconditions(&self) -> impl Iterator<Item = &Event> {
         // SAFETY: the trait's contract: not started, so this thread alone reaches the cell.
         let inputs = unsafe { &*self.inputs.get() };
-        inputs.iter().map(|f| &f.event).collect()
+        inputs.iter().map(|f| &f.event)
     }
 }
 

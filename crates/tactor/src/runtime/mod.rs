@@ -583,22 +583,24 @@ impl Handle {
         // Which of them to wait for, by position: the body moves into the node after this,
         // and the same positions are subscribed there (the count and the subscriptions
         // agree even if one of them triggers meanwhile: its subscription is told at once).
-        let mut pending: SmallVec<[usize; 8]> = SmallVec::new();
-        {
-            // SAFETY: the body is not launched yet: this thread alone reaches it.
-            let pre = unsafe { job.preconditions() };
-            for (i, e) in pre.iter().enumerate() {
-                if must_wait(e, pending.iter().map(|&j| pre[j])) {
-                    pending.push(i);
-                }
+        // (Events told apart by address: the body moves, the events it holds do not.)
+        let (mut pending, mut seen) =
+            (SmallVec::<[usize; 8]>::new(), SmallVec::<[usize; 8]>::new());
+        // SAFETY: the body is not launched yet: this thread alone reaches it.
+        for (i, e) in unsafe { job.preconditions() }.enumerate() {
+            if !e.state().succeeded() && !seen.contains(&e.addr()) {
+                pending.push(i);
+                seen.push(e.addr());
             }
         }
         // SAFETY: the caller's contract.
         let node = unsafe { self.new_node(placement, pending.len(), job, scope, name) };
         {
             // SAFETY: not started yet: this thread alone reaches the body.
-            let pre = unsafe { node.body().preconditions() };
-            let wait: SmallVec<[&Event; 8]> = pending.iter().map(|&i| pre[i]).collect();
+            let pre = unsafe { node.body().preconditions() }.enumerate();
+            let wait: SmallVec<[&Event; 8]> = (pre.filter(|(i, _)| pending.contains(i)))
+                .map(|(_, e)| e)
+                .collect();
             node.clone().start(&wait);
         }
         node

@@ -5,7 +5,6 @@ use super::Shared;
 use crate::countdown::{Countdown, Outcome};
 use crate::event::{Event, EventState, HasState, Held, WaitLink};
 use crate::failure::{cause_of, Cause, Failure, TaskLabel};
-use smallvec::SmallVec;
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::ptr::NonNull;
@@ -210,7 +209,7 @@ pub(crate) trait OwnPreconditions {
     /// # Safety
     /// Called only before the node is started, by the launching thread (a body may hand its
     /// preconditions over when it runs).
-    unsafe fn preconditions(&self) -> SmallVec<[&Event; 8]>;
+    unsafe fn preconditions(&self) -> impl Iterator<Item = &Event>;
 }
 
 impl<U: Send + Sync, F: FnOnce() -> U + Send> Body for Valued<U, F> {

@@ -13,6 +13,9 @@ use std::sync::OnceLock;
 use tactor::{job::Blocks, Future, Inputs, Placement};
 use taskbench_core::{app::App, plan::Plan, validate::TaskError};
 
+/// A point's output: inline up to the default size (no allocation per task).
+type Out = smallvec::SmallVec<[u8; 16]>;
+
 /// A future per point; with `barrier`, a wait per timestep.
 pub struct Futures {
     /// Wait for every task of a timestep before launching the next.
@@ -50,8 +53,8 @@ impl System for Futures {
         // A point's task, on its inputs: a wrong one fails it (its dependents do not run),
         // and the first found is kept.
         let first = OnceLock::<TaskError>::new();
-        let task = |g: usize, t, p: usize, ins: Inputs<Vec<u8>>| {
-            let mut out = vec![0; plans[g].graph().output_bytes_per_task];
+        let task = |g: usize, t, p: usize, ins: Inputs<Out>| {
+            let mut out = Out::from_elem(0, plans[g].graph().output_bytes_per_task);
             if let Err(e) = scratch.run((g, &plans[g]), (t, p as i64), &mut out, ins.iter()) {
                 tactor::fail(first.get_or_init(|| e).to_string());
             }
@@ -61,8 +64,8 @@ impl System for Futures {
         // With the barrier, a scope per timestep; without, one scope and timesteps overlap.
         let per_scope = if self.barrier { 1 } else { steps.max(1) };
         passes(&rt, exchange.as_deref(), || {
-            let mut last: Vec<Vec<Future<Vec<u8>>>> = vec![Vec::new(); plans.len()];
-            let none = Future::ready(Vec::new()); // where a timestep has no point
+            let mut last: Vec<Vec<Future<Out>>> = vec![Vec::new(); plans.len()];
+            let none = Future::ready(Out::new()); // where a timestep has no point
             for t0 in (0..steps).step_by(per_scope as usize) {
                 rt.scope(|s| {
                     for t in t0..steps.min(t0 + per_scope) {

@@ -32,7 +32,8 @@ impl Blocks {
     ///     let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 1)]);
     ///     let mine = blocks.mine(0).start;
     ///     let value = rt.spawn(Placement::Any, &[], move || vec![10 + mine as u8]);
-    ///     let mut theirs = None;
+    ///     // What arrives is any type made from bytes: here a `Vec`, as was sent.
+    ///     let mut theirs: Option<tactor::Future<Vec<u8>>> = None;
     ///     rt.scope(|s| {
     ///         blocks.send_when_ready(s, 0, |_, i| [1 - i], |_, _| value.clone());
     ///         blocks.receive_later(s, 0, |_, i| [1 - i], |_, _, f| theirs = Some(f));
@@ -73,15 +74,18 @@ impl Blocks {
     /// of `step` that this rank's items read from other ranks (`reads(array, item)`: the
     /// items that `item` reads), set where the message is delivered, as it arrives (no task
     /// in between), or failed if the message broke the protocol (the exchange keeps the
-    /// error: [`Exchange::take_error`]) or its rank failed. `scope` waits for the message.
-    pub fn receive_later<I>(
+    /// error: [`Exchange::take_error`]) or its rank failed. `scope` waits for the message. A
+    /// future's value is made from the item's bytes (`T::from`): a `Vec<u8>`, or a type that
+    /// keeps small items inline such as `SmallVec<[u8; N]>`.
+    pub fn receive_later<I, T>(
         &self,
         scope: &Scope<'_>,
         step: i64,
         reads: impl FnMut(usize, usize) -> I,
-        mut put: impl FnMut(usize, usize, Future<Vec<u8>>),
+        mut put: impl FnMut(usize, usize, Future<T>),
     ) where
         I: IntoIterator<Item = usize>,
+        T: for<'b> From<&'b [u8]> + Send + Sync + 'static,
     {
         self.messages(step, false, reads, |key, list| {
             let mut promises = Vec::with_capacity(list.len());
@@ -110,7 +114,7 @@ impl Blocks {
                 let mut bytes = Exchange::payload(&m);
                 for (promise, len) in promises {
                     let (this, rest) = bytes.split_at(len);
-                    promise.set(this.to_vec());
+                    promise.set(T::from(this));
                     bytes = rest;
                 }
             });
