@@ -276,3 +276,45 @@ fn a_failed_launch_poisons_what_waits_for_it_on_other_ranks() {
         assert!(fine, "rank {rank}: an unrelated task failed");
     }
 }
+
+/// Tasks spawned into a scope borrow their context from the stack, hop between ranks and
+/// workers, and every rank gets the chain's value; a failure in one of them is the scope's.
+#[test]
+fn scoped_spawns_borrow_their_context_across_ranks() {
+    let n = if cfg!(miri) { 6 } else { 200 };
+    for (ranks, workers) in [(2, 1), (3, 2)] {
+        let got = Job::run_in_process(ranks, workers, |rt, job| {
+            let adds: Vec<u64> = (0..n as u64).collect(); // borrowed, never moved
+            let adds = &adds;
+            let mut s = Spmd::new(rt, job);
+            let all = s.workers();
+            let last = rt
+                .scope(|scope| {
+                    let mut last = s.spawn_in(scope, 0, &[], |_| 1u64);
+                    for (i, add) in adds.iter().enumerate().skip(1) {
+                        let at = (i * 5) % all;
+                        last = s.spawn_in(scope, at, &[&last], move |ins| ins[0] + add);
+                    }
+                    last
+                })
+                .unwrap();
+            let value = s.get(&last).unwrap();
+            // A failing scoped task: its scope reports it (on the rank that ran it, and as
+            // poison where its value went).
+            let failed = rt.scope(|scope| {
+                let bad = s.spawn_in(scope, 0, &[], |_| -> u64 { panic!("injected") });
+                s.spawn_in(scope, all - 1, &[&bad], |ins| ins[0] + adds[1])
+            });
+            let _ = s.fence();
+            (value, failed.is_err())
+        });
+        let want = 1 + (1..n as u64).sum::<u64>();
+        for (rank, r) in got.into_iter().enumerate() {
+            let (value, failed) = r.unwrap();
+            assert_eq!(value, want, "{ranks} ranks, rank {rank}");
+            // Rank 0 ran the failing task, the last rank its dependent; no other took part.
+            let took_part = rank == 0 || rank == ranks - 1;
+            assert_eq!(failed, took_part, "{ranks} ranks, rank {rank}");
+        }
+    }
+}

@@ -10,7 +10,9 @@ use super::Wire;
 use super::{Job, OpenPort, PORT_FUTURES};
 use crate::countdown::Outcome;
 use crate::event::Notify;
-use crate::{Event, Failure, Future, Handle, Inputs, Placement, Promise, TaskFailed, UserEvent};
+use crate::{
+    Event, Failure, Future, Handle, Inputs, Placement, Promise, Scope, TaskFailed, UserEvent,
+};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -108,6 +110,9 @@ impl From<usize> for At {
         At::Worker(worker)
     }
 }
+
+/// A task's inputs on its rank, as a spawn hands them to its launch (on the stack when few).
+type Futures<T> = smallvec::IntoIter<[Future<T>; 4]>;
 
 /// Bytes of a copy message's id, before its kind.
 const ID: usize = 8;
@@ -215,15 +220,75 @@ impl Spmd {
         T: Wire + Clone + Default,
         F: FnOnce(Inputs<'_, T>) -> T + Send + 'static,
     {
-        let (rank, at) = self.place(at.into());
+        let handle = self.handle.clone();
+        self.spawn_with(at.into(), inputs, |s, at, futures| {
+            let f = handle.dataflow(at, futures, task);
+            s.ran(f.event());
+            f
+        })
+    }
+
+    /// [`spawn`](Self::spawn) into `scope`: the task may borrow what outlives the scope, and
+    /// the scope waits for it and reports its failure ([`Handle::scope`]), not
+    /// [`fence`](Self::fence) — which still waits for this rank's sends. No count of the
+    /// task is kept here: a program whose tasks share one borrowed context pays no counted
+    /// reference to it per task. Make the `Spmd` before the scope: the values its tasks take
+    /// from other ranks arrive through it (dropped first, it poisons the tasks still
+    /// waiting for one).
+    ///
+    /// ```
+    /// use tactor::job::{Job, Spmd};
+    ///
+    /// let job = Job::launched().unwrap();
+    /// let rt = job.runtime(tactor::Runtime::builder().workers(2).pin(false)).unwrap();
+    /// let table = vec![3u64, 4]; // borrowed by the tasks, not moved into them
+    /// let mut s = Spmd::new(&rt, &job);
+    /// let last = s.workers() - 1;
+    /// let b = rt
+    ///     .scope(|scope| {
+    ///         let table = &table;
+    ///         let a = s.spawn_in(scope, 0, &[], move |_| table[0]);
+    ///         s.spawn_in(scope, last, &[&a], move |ins| ins[0] * table[1])
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(s.get(&b).unwrap(), 12);
+    /// ```
+    ///
+    /// # Panics
+    /// If `at` is not a worker or rank of the job.
+    #[track_caller]
+    pub fn spawn_in<'scope, T, F>(
+        &mut self,
+        scope: &Scope<'scope>,
+        at: impl Into<At>,
+        inputs: &[&Value<T>],
+        task: F,
+    ) -> Value<T>
+    where
+        T: Wire + Clone + Default,
+        F: FnOnce(Inputs<'_, T>) -> T + Send + 'scope,
+    {
+        self.spawn_with(at.into(), inputs, |_, at, futures| {
+            scope.dataflow(at, futures, task)
+        })
+    }
+
+    /// What the spawns share: places the task, brings its inputs to its rank, and there
+    /// launches it (`launch`, given this rank's futures of the inputs).
+    #[track_caller]
+    fn spawn_with<T: Wire + Clone + Default>(
+        &mut self,
+        at: At,
+        inputs: &[&Value<T>],
+        launch: impl FnOnce(&mut Self, Placement, Futures<T>) -> Future<T>,
+    ) -> Value<T> {
+        let (rank, at) = self.place(at);
         for v in inputs {
             self.bring(v, rank);
         }
         let here = (rank == self.job.rank()).then(|| {
-            let futures = inputs.iter().map(|v| local(v));
-            let f = (self.handle).dataflow(at, futures, task);
-            self.ran(f.event());
-            f
+            let futures: SmallVec<[Future<T>; 4]> = inputs.iter().map(|v| local(v)).collect();
+            launch(self, at, futures.into_iter())
         });
         self.value(rank, here)
     }
@@ -338,10 +403,14 @@ impl Spmd {
     /// waits for it.
     fn bring<T: Wire + Clone + Default>(&mut self, v: &Value<T>, rank: usize) {
         let (word, bit) = (rank / 64, 1u64 << (rank % 64));
-        // Only the issuing thread marks (relaxed is enough).
-        if v.0.held[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+        // Only the issuing thread marks (one `Spmd` at a time in a job, reached through
+        // `&mut`): a load and a store, not a read-modify-write, which would be a full barrier
+        // for every input of every spawn, most of them already held.
+        let held = v.0.held[word].load(Ordering::Relaxed);
+        if held & bit != 0 {
             return;
         }
+        v.0.held[word].store(held | bit, Ordering::Relaxed);
         let me = self.job.rank();
         if me == v.0.home {
             let from = local(v);

@@ -10,9 +10,9 @@ use super::interface::{RunConfig, RunError, System};
 use super::shared::{block_owners, footprint, WorkerScratch};
 use super::timing::{passes, Pass};
 use smallvec::SmallVec;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use tactor::job::{At, Spmd, Value};
-use tactor::Failure;
+use tactor::{Failure, Inputs};
 use taskbench_core::{app::App, plan::Plan, validate::TaskError};
 
 /// One spawned task per point, ordered only by the values it takes.
@@ -45,34 +45,36 @@ impl System for Tasks {
             .map(|g| block_owners(job.ranks(), g.max_width))
             .map(|ranks| ranks.into_iter().map(At::Rank).collect())
             .collect();
-        let points = Arc::new(Points {
+        let points = &Points {
             plans: app.graphs.iter().cloned().map(Plan::new).collect(),
             scratch: WorkerScratch::new(app, cfg.workers),
             first: OnceLock::new(),
-        });
+        };
         passes(&rt, remote.as_deref(), || {
+            // The tasks borrow `points`: the scope waits for them, then `fence` for the sends.
             let mut s = Spmd::new(&rt.handle(), &job);
-            // Per graph, the values of the last timestep by point, and room for the next.
-            let mut last: Vec<Vec<Option<Value<Vec<u8>>>>> = vec![Vec::new(); owners.len()];
-            let mut next = last.clone();
-            for t in 0..steps {
-                for (g, plan) in points.plans.iter().enumerate() {
-                    next[g].clear();
-                    next[g].resize(owners[g].len(), None);
-                    for p in plan.offset(t)..plan.offset(t) + plan.width(t) {
-                        let ins: SmallVec<[&Value<Vec<u8>>; 8]> = (plan.dep_indices(t, p as usize))
-                            .map(|d| last[g][d].as_ref().expect("read in the last timestep"))
-                            .collect();
-                        let points = points.clone();
-                        let run = move |ins: tactor::Inputs<'_, Vec<u8>>| points.run(g, t, p, ins);
-                        next[g][p as usize] = Some(s.spawn(owners[g][p as usize], &ins, run));
+            let ran = rt.scope(|scope| {
+                // Per graph, the values of the last timestep by point, and room for the next.
+                let mut last: Vec<Vec<Option<Value<Vec<u8>>>>> = vec![Vec::new(); owners.len()];
+                let mut next = last.clone();
+                for t in 0..steps {
+                    for (g, plan) in points.plans.iter().enumerate() {
+                        next[g].clear();
+                        next[g].resize(owners[g].len(), None);
+                        for p in plan.points(t) {
+                            let ins: SmallVec<[_; 8]> = (plan.dep_indices(t, p))
+                                .map(|d| last[g][d].as_ref().expect("read in the last timestep"))
+                                .collect();
+                            let run = move |ins: Inputs<Vec<u8>>| points.run(g, t, p, ins);
+                            next[g][p] = Some(s.spawn_in(scope, owners[g][p], &ins, run));
+                        }
+                        std::mem::swap(&mut last[g], &mut next[g]);
                     }
-                    std::mem::swap(&mut last[g], &mut next[g]);
                 }
-            }
+            });
             // This rank's wrong input first; else a failure that crossed from another rank
             // (which reports it).
-            s.fence()
+            ran.and_then(|()| s.fence())
                 .map_err(|why| match (points.first.get(), why.failure()) {
                     (Some(e), _) => e.clone().into(),
                     (None, Failure::Remote { rank, .. }) => {
@@ -98,9 +100,10 @@ struct Points {
 impl Points {
     /// Point `p` of timestep `t` of graph `g`, on its inputs: a wrong one fails it (its
     /// dependents do not run) and the first found is kept.
-    fn run(&self, g: usize, t: i64, p: i64, ins: tactor::Inputs<'_, Vec<u8>>) -> Vec<u8> {
+    fn run(&self, g: usize, t: i64, p: usize, ins: Inputs<Vec<u8>>) -> Vec<u8> {
         let mut out = vec![0; self.plans[g].graph().output_bytes_per_task];
-        if let Err(e) = (self.scratch).run((g, &self.plans[g]), (t, p), &mut out, ins.iter()) {
+        if let Err(e) = (self.scratch).run((g, &self.plans[g]), (t, p as i64), &mut out, ins.iter())
+        {
             tactor::fail(self.first.get_or_init(|| e).to_string());
         }
         out
