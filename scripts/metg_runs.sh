@@ -8,7 +8,7 @@
 #          -steps 1000 -width 2 -type stencil_1d -kernel compute_bound
 # With METG_FAST_NS=N (e.g. 200), a run starts only once scripts/pingpong.sh measures a
 # core-to-core round trip of at most N ns (these VMs switch between a fast state and one
-# 3-10x slower), and is done again (up to 4 tries) if the round trip after it, or twice the
+# 3-10x slower), and is done again (up to 4 tries) if the round trip after it, or 4/5 of the
 # run's own lock-step exchange probe, is above N: every kept run is from the fast state.
 set -euo pipefail
 if [ $# -lt 3 ]; then
@@ -34,7 +34,7 @@ for r in $(seq "$runs"); do
     [ -n "${METG_FAST_NS:-}" ] || break
     exchange=$(grep -o 'took [0-9]* ns' <<<"$log" | awk '{print $2}' || true)
     after=$(probe)
-    if [ "$after" -le "$METG_FAST_NS" ] && [ "${exchange:-0}" -le $((2 * METG_FAST_NS)) ]; then
+    if [ "$after" -le "$METG_FAST_NS" ] && [ "${exchange:-0}" -le $((5 * METG_FAST_NS / 4)) ]; then
       break
     fi
     echo "   (slow state: round trip $after ns after, exchange ${exchange:-?} ns; again)" >&2
