@@ -318,3 +318,26 @@ fn scoped_spawns_borrow_their_context_across_ranks() {
         }
     }
 }
+
+/// An `Spmd` dropped inside the scope of its tasks, while one still waits for a value from
+/// another rank: that task fails, and the failure says why (no hang, no bare "dropped").
+#[test]
+fn a_scoped_task_whose_spmd_went_first_fails_saying_why() {
+    let got = Job::run_in_process(2, 1, |rt, job| {
+        let me = job.rank();
+        rt.scope(|scope| {
+            let mut s = Spmd::new(rt, job);
+            // Rank 1's value is ready only after a while; rank 0's task waits for it.
+            let slow = s.spawn_in(scope, 1, &[], |_| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                7u64
+            });
+            s.spawn_in(scope, 0, &[&slow], |ins| ins[0] + 1);
+            drop(s);
+        })
+        .map_err(|e| (me, e.to_string()))
+    });
+    let rank0 = got[0].as_ref().unwrap();
+    let why = rank0.as_ref().unwrap_err().1.clone();
+    assert!(why.contains("dropped before the value arrived"), "{why}");
+}

@@ -156,9 +156,14 @@ pub struct Spmd {
 }
 
 impl Drop for Spmd {
-    /// Waits until this rank sent every value another rank asked for.
+    /// Waits until this rank sent every value another rank asked for; a value still on its
+    /// way here can no longer arrive, and what waits for it fails saying so.
     fn drop(&mut self) {
         let _ = self.sends.drained().wait();
+        self.inbox.poison(
+            "its Spmd program was dropped before the value arrived from another rank \
+             (a scope's tasks need the Spmd made before the scope)",
+        );
     }
 }
 
@@ -233,8 +238,8 @@ impl Spmd {
     /// [`fence`](Self::fence) — which still waits for this rank's sends. No count of the
     /// task is kept here: a program whose tasks share one borrowed context pays no counted
     /// reference to it per task. Make the `Spmd` before the scope: the values its tasks take
-    /// from other ranks arrive through it (dropped first, it poisons the tasks still
-    /// waiting for one).
+    /// from other ranks arrive through it (dropped first, it fails the tasks still waiting
+    /// for one, with a message that says so).
     ///
     /// ```
     /// use tactor::job::{Job, Spmd};
