@@ -221,7 +221,7 @@ fn items_as_futures_arrive_as_futures_with_their_bytes() {
                         s,
                         t,
                         |a, i| reads(t, n(a), i),
-                        |a, i, f: tactor::Future<Vec<u8>>| got.push((a, i, f)),
+                        |a, i, f| got.push((a, i, f)),
                     );
                 })
                 .unwrap();
@@ -265,7 +265,7 @@ fn items_as_futures_arrive_as_futures_with_their_bytes() {
         });
         let ended = rt.scope(|s| {
             for t in 0..2 {
-                let mut theirs: Option<tactor::Future<Vec<u8>>> = None;
+                let mut theirs = None;
                 blocks.send_when_ready(s, t, |_, i| [1 - i], |_, _| item.clone());
                 blocks.receive_later(s, t, |_, i| [1 - i], |_, _, f| theirs = Some(f));
                 let theirs = theirs.expect("one item from the other rank");

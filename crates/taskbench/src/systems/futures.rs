@@ -84,7 +84,7 @@ impl System for Futures {
                             let readers = |g: usize, q| plans[g].rdep_indices(t + 1, q);
                             b.send_when_ready(s, t, readers, |g, q| last[g][q].clone());
                             let reads = |g: usize, q| plans[g].dep_indices(t + 1, q);
-                            b.receive_later(s, t, reads, |g, d, f| last[g][d] = f);
+                            b.receive_later_as(s, t, reads, |g, d, f| last[g][d] = f);
                         }
                     }
                 })

@@ -32,8 +32,7 @@ impl Blocks {
     ///     let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 1)]);
     ///     let mine = blocks.mine(0).start;
     ///     let value = rt.spawn(Placement::Any, &[], move || vec![10 + mine as u8]);
-    ///     // What arrives is any type made from bytes: here a `Vec`, as was sent.
-    ///     let mut theirs: Option<tactor::Future<Vec<u8>>> = None;
+    ///     let mut theirs = None;
     ///     rt.scope(|s| {
     ///         blocks.send_when_ready(s, 0, |_, i| [1 - i], |_, _| value.clone());
     ///         blocks.receive_later(s, 0, |_, i| [1 - i], |_, _, f| theirs = Some(f));
@@ -74,10 +73,45 @@ impl Blocks {
     /// of `step` that this rank's items read from other ranks (`reads(array, item)`: the
     /// items that `item` reads), set where the message is delivered, as it arrives (no task
     /// in between), or failed if the message broke the protocol (the exchange keeps the
-    /// error: [`Exchange::take_error`]) or its rank failed. `scope` waits for the message. A
-    /// future's value is made from the item's bytes (`T::from`): a `Vec<u8>`, or a type that
-    /// keeps small items inline such as `SmallVec<[u8; N]>`.
-    pub fn receive_later<I, T>(
+    /// error: [`Exchange::take_error`]) or its rank failed. `scope` waits for the message.
+    /// The values are the items' bytes as a `Vec<u8>`; [`receive_later_as`](Self::receive_later_as)
+    /// makes them any type made from bytes.
+    pub fn receive_later<I>(
+        &self,
+        scope: &Scope<'_>,
+        step: i64,
+        reads: impl FnMut(usize, usize) -> I,
+        put: impl FnMut(usize, usize, Future<Vec<u8>>),
+    ) where
+        I: IntoIterator<Item = usize>,
+    {
+        self.receive_later_as(scope, step, reads, put)
+    }
+
+    /// [`receive_later`](Self::receive_later) with each future's value made from its item's
+    /// bytes by `T::from`: a type that keeps small items inline, such as `SmallVec<[u8; N]>`,
+    /// saves an allocation per item.
+    ///
+    /// ```
+    /// use smallvec::SmallVec;
+    /// use tactor::job::{Blocks, Exchange, Job, FIRST_PORT};
+    /// use tactor::Placement;
+    ///
+    /// let got = Job::run_in_process(2, 1, |rt, job| {
+    ///     let blocks = Blocks::new(Exchange::open(job, FIRST_PORT).unwrap(), 0, &[(2, 1)]);
+    ///     let mine = blocks.mine(0).start;
+    ///     let value = rt.spawn(Placement::Any, &[], move || vec![10 + mine as u8]);
+    ///     let mut theirs: Option<tactor::Future<SmallVec<[u8; 4]>>> = None;
+    ///     rt.scope(|s| {
+    ///         blocks.send_when_ready(s, 0, |_, i| [1 - i], |_, _| value.clone());
+    ///         blocks.receive_later_as(s, 0, |_, i| [1 - i], |_, _, f| theirs = Some(f));
+    ///     })
+    ///     .unwrap();
+    ///     theirs.unwrap().get().unwrap()[0]
+    /// });
+    /// assert_eq!((*got[0].as_ref().unwrap(), *got[1].as_ref().unwrap()), (11, 10));
+    /// ```
+    pub fn receive_later_as<I, T>(
         &self,
         scope: &Scope<'_>,
         step: i64,
