@@ -1,6 +1,6 @@
 //! The longest common subsequence of two strings, as a wavefront of tiles across the ranks of
 //! a job, on Tactor's futures ([`tactor::job::Spmd`]) or as one compiled subgraph
-//! ([`tactor::job::ShardedBuilder`], [`compiled`]): the same program in one process and under
+//! ([`tactor::job::ShardedBuilder`], in `compiled.rs`): the same program in one process and under
 //! `mpirun`, checked against the serial dynamic program.
 //!
 //! Tile `(i, j)` of the score table needs the bottom row of the tile above and the right
