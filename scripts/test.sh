@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up and runs every test: formatting, lints, unit, integration and doc tests, loom models,
+# Sets up and runs every test: formatting, lints, rustdoc links, unit, integration and doc tests, loom models,
 # and Miri over the unsafe code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,8 @@ phase "cargo fmt --check"
 cargo fmt --all -- --check
 phase "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+phase "cargo doc (every intra-doc link resolves)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 phase "cargo check without MPI (the shared-memory-only build)"
 cargo check -p taskbench --no-default-features --locked
 phase "cargo test (multi-rank tests run under mpirun --oversubscribe)"
