@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up and runs every test: formatting, lints, rustdoc links, unit, integration and doc tests, loom models,
-# and Miri over the unsafe code.
+# Sets up and runs every test: formatting, lints, rustdoc links, unit, integration and doc
+# tests, loom models, and Miri over the unsafe code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
