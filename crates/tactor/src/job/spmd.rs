@@ -111,9 +111,6 @@ impl From<usize> for At {
     }
 }
 
-/// A task's inputs on its rank, as a spawn hands them to its launch (on the stack when few).
-type Futures<T> = smallvec::IntoIter<[Future<T>; 4]>;
-
 /// Bytes of a copy message's id, before its kind.
 const ID: usize = 8;
 
@@ -225,9 +222,8 @@ impl Spmd {
         T: Wire + Clone + Default,
         F: FnOnce(Inputs<'_, T>) -> T + Send + 'static,
     {
-        let handle = self.handle.clone();
-        self.spawn_with(at.into(), inputs, |s, at, futures| {
-            let f = handle.dataflow(at, futures, task);
+        self.spawn_with(at.into(), inputs, |s, at| {
+            let f = (s.handle).dataflow(at, inputs.iter().map(|v| local(v)), task);
             s.ran(f.event());
             f
         })
@@ -273,28 +269,25 @@ impl Spmd {
         T: Wire + Clone + Default,
         F: FnOnce(Inputs<'_, T>) -> T + Send + 'scope,
     {
-        self.spawn_with(at.into(), inputs, |_, at, futures| {
-            scope.dataflow(at, futures, task)
+        self.spawn_with(at.into(), inputs, |_, at| {
+            scope.dataflow(at, inputs.iter().map(|v| local(v)), task)
         })
     }
 
     /// What the spawns share: places the task, brings its inputs to its rank, and there
-    /// launches it (`launch`, given this rank's futures of the inputs).
+    /// launches it (`launch`, on the inputs this rank now holds).
     #[track_caller]
     fn spawn_with<T: Wire + Clone + Default>(
         &mut self,
         at: At,
         inputs: &[&Value<T>],
-        launch: impl FnOnce(&mut Self, Placement, Futures<T>) -> Future<T>,
+        launch: impl FnOnce(&mut Self, Placement) -> Future<T>,
     ) -> Value<T> {
         let (rank, at) = self.place(at);
         for v in inputs {
             self.bring(v, rank);
         }
-        let here = (rank == self.job.rank()).then(|| {
-            let futures: SmallVec<[Future<T>; 4]> = inputs.iter().map(|v| local(v)).collect();
-            launch(self, at, futures.into_iter())
-        });
+        let here = (rank == self.job.rank()).then(|| launch(self, at));
         self.value(rank, here)
     }
 

@@ -583,14 +583,15 @@ impl Handle {
         // Which of them to wait for, by position: the body moves into the node after this,
         // and the same positions are subscribed there (the count and the subscriptions
         // agree even if one of them triggers meanwhile: its subscription is told at once).
-        // (Events told apart by address: the body moves, the events it holds do not.)
-        let (mut pending, mut seen) =
-            (SmallVec::<[usize; 8]>::new(), SmallVec::<[usize; 8]>::new());
-        // SAFETY: the body is not launched yet: this thread alone reaches it.
-        for (i, e) in unsafe { job.preconditions() }.enumerate() {
-            if !e.state().succeeded() && !seen.contains(&e.addr()) {
-                pending.push(i);
-                seen.push(e.addr());
+        let mut pending: SmallVec<[usize; 8]> = SmallVec::new();
+        {
+            let mut waiting: SmallVec<[&Event; 8]> = SmallVec::new();
+            // SAFETY: the body is not launched yet: this thread alone reaches it.
+            for (i, e) in unsafe { job.preconditions() }.enumerate() {
+                if must_wait(e, waiting.iter().copied()) {
+                    pending.push(i);
+                    waiting.push(e);
+                }
             }
         }
         // SAFETY: the caller's contract.

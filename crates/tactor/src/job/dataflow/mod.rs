@@ -25,7 +25,8 @@ const MIN_CHUNK: i64 = 32;
 /// Arrays of fixed-size items stepped as a task graph over every worker of a job: the items
 /// of each array are cut in one block per worker of the job (as
 /// [`Neighbours`](super::Neighbours) cuts them), and at each step the `k`-th item of a
-/// worker's block in every array is one task on that worker, which runs once the items it reads are ready and what it overwrites was read.
+/// worker's block in every array is one task on that worker, which runs once the items it
+/// reads are ready and what it overwrites was read.
 /// Steps are cut in chunks of about 4096 tasks, each compiled once per distinct shape (the
 /// arrays' [`Pattern::class`] over its steps) into a subgraph of the job
 /// ([`ShardedBuilder`](super::ShardedBuilder)) and instantiated chunk after chunk: an item
