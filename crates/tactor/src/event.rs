@@ -73,7 +73,23 @@ enum Target {
     Held(Held),
 }
 
+/// Fetches the link at `w` for writing, unless `w` is no link.
+fn prefetch_link(w: *mut Waiter) {
+    if !terminal(w) && !w.is_null() {
+        crate::hint::claim_at(w as usize);
+        crate::hint::claim_at(w as usize + std::mem::size_of::<Waiter>() - 1);
+    }
+}
+
 impl Target {
+    /// Where the target's own state starts (what telling it writes first), for a hint.
+    fn addr(&self) -> usize {
+        match self {
+            Target::Counted(t) => Arc::as_ptr(t) as *const u8 as usize,
+            Target::Held(h) => h.this.as_ptr() as usize,
+        }
+    }
+
     fn notify(self, outcome: &Outcome) {
         match self {
             Target::Counted(t) => t.notify(outcome),
@@ -177,6 +193,33 @@ impl EventState {
                 .expect("a poisoned event has its failure")))
         } else {
             None
+        }
+    }
+
+    /// Hints that this thread triggers the event later: the newest waiter's link is fetched
+    /// (the links are a chain through their subscribers, each a miss when walked cold).
+    pub(crate) fn prefetch_first_waiter(&self) {
+        prefetch_link(self.head.load(Ordering::Relaxed));
+    }
+
+    /// Hints that this thread triggers the event soon, after [`prefetch_first_waiter`]: the
+    /// second waiter's link and the first one's target are fetched.
+    ///
+    /// # Safety
+    /// Only the thread that will trigger the event calls this, before it does: the listed
+    /// links stay in place (nobody else takes the list) and their fields do not change
+    /// (a push only writes the new link).
+    pub(crate) unsafe fn prefetch_more_waiters(&self) {
+        let h = self.head.load(Ordering::Acquire);
+        if terminal(h) || h.is_null() {
+            return;
+        }
+        // SAFETY: `h` is listed and stays so until this thread's trigger (the contract); its
+        // fields were written before the push that published it, which the load acquired.
+        let (next, target) = unsafe { ((*h).next, (*h).target.as_ref().map(Target::addr)) };
+        prefetch_link(next);
+        if let Some(t) = target {
+            crate::hint::claim_at(t);
         }
     }
 
@@ -298,6 +341,10 @@ impl EventState {
             // SAFETY: the swap made this thread the sole owner of every node in `list`.
             list = unsafe {
                 let next = (*list).next;
+                // The targets' misses overlap with the walk instead of following one another.
+                if let Some(t) = &(*list).target {
+                    crate::hint::claim_at(t.addr());
+                }
                 (*list).next = fifo;
                 fifo = list;
                 next

@@ -23,9 +23,10 @@ pub enum Placement {
 /// A launched task. The closure is its last field, stored in the node (one allocation per
 /// launch, with the completion event embedded too); queues hold nodes of any closure as
 /// `TaskNode<dyn Body>`.
+#[repr(C)]
 pub(crate) struct TaskNode<J: ?Sized = dyn Body> {
     /// Untriggered preconditions, plus one token held by `launch` until it has subscribed to
-    /// all of them.
+    /// all of them. First: a precondition's trigger fetches the line at the node's start.
     count: Countdown,
     /// The task's completion event.
     state: EventState,
@@ -335,7 +336,14 @@ unsafe fn arrive_held<J: Body>(this: NonNull<()>, outcome: &Outcome) {
         // SAFETY: the last arrival: the count `start` took is ours now.
         let node = unsafe { Arc::from_raw(node) };
         match ready {
-            Ok(()) => super::schedule(task_of(node)),
+            Ok(()) => {
+                // Whoever runs the node misses on its lines (written long before, by the
+                // launching thread) and then on its waiters' links: fetched now, they arrive
+                // while the node waits in the queue.
+                crate::hint::claim(&*node);
+                node.state.prefetch_first_waiter();
+                super::schedule(task_of(node))
+            }
             Err(f) => node.abandon(f),
         }
     }
@@ -364,6 +372,8 @@ impl<J: Body + ?Sized> TaskNode<J> {
     /// Runs the task on the calling worker and triggers its event. The closure is consumed
     /// before the event triggers, so whatever it borrowed is released by then.
     pub(crate) fn run(self: Arc<Self>) {
+        // SAFETY: this thread triggers the node's event, after the body.
+        unsafe { self.state.prefetch_more_waiters() };
         // SAFETY: the worker that dequeued the node is the one thread that reaches it now
         // (see `Once`).
         let outcome = match catch_unwind(AssertUnwindSafe(|| unsafe { self.job.call() })) {
