@@ -90,6 +90,12 @@ where
                     let remote = from.filter(|_| data.rank_of(owner(a, d)) != data.rank_of(w));
                     table.inputs.push((d, remote));
                 }
+                // A member that reads only this rank's row keeps no inputs: its reads go to
+                // the row without a lookup (the inputs are the chunk's largest table, and a
+                // lookup in it was a cache miss a task).
+                if table.inputs[at as usize..].iter().all(|x| x.1.is_none()) {
+                    table.inputs.truncate(at as usize);
+                }
                 table.members.push((a, p, at, table.inputs.len() as u32));
             }
             let (data2, filled2) = (data.clone(), filled.clone());

@@ -8,6 +8,8 @@ use crate::Runtime;
 /// steps, and each step checks that the ones before it ran first.
 fn run(rt: &Handle, exchange: Option<Arc<Exchange>>, seed: u64) -> Last {
     let table = Table::new(&SIZES, STEPS, seed);
+    // The same pattern again, for the bodies to know what they read.
+    let pattern = Table::new(&SIZES, STEPS, seed);
     let arrays: Vec<_> = SIZES.iter().copied().zip(BYTES).collect();
     // Per array and item, how many steps it is live before each step.
     let before: Vec<Vec<Vec<u64>>> = (0..2)
@@ -39,8 +41,8 @@ fn run(rt: &Handle, exchange: Option<Arc<Exchange>>, seed: u64) -> Last {
                 ));
             }
             *p.state += 1;
-            let ins: Vec<&[u8]> = (p.before.inputs.iter())
-                .map(|&(d, _)| p.before.get(d))
+            let ins: Vec<&[u8]> = (pattern.reads(p.array, p.step, p.item))
+                .map(|d| p.before.get(d))
                 .collect();
             p.out
                 .copy_from_slice(&value(p.array, p.step, p.item, ins.into_iter()));
