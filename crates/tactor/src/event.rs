@@ -76,8 +76,7 @@ enum Target {
 /// Fetches the link at `w` for writing, unless `w` is no link.
 fn prefetch_link(w: *mut Waiter) {
     if !terminal(w) && !w.is_null() {
-        crate::hint::claim_at(w as usize);
-        crate::hint::claim_at(w as usize + std::mem::size_of::<Waiter>() - 1);
+        crate::hint::claim_range_at(w as usize, std::mem::size_of::<Waiter>());
     }
 }
 

@@ -86,14 +86,31 @@ const LINE: usize = 64;
 /// proportion to a large value.
 const MAX_LINES: usize = 64;
 
+/// [`claim`] of the `len` bytes at address `addr` (see [`fetch_at`]): for data this thread
+/// holds no reference to.
+#[inline(always)]
+pub(crate) fn claim_range_at(addr: usize, len: usize) {
+    each_line_at(addr, len, prefetch_write);
+}
+
 #[inline(always)]
 fn each_line<T: ?Sized>(value: &T, f: impl Fn(*const u8)) {
-    let start = value as *const T as *const u8 as usize;
-    let len = std::mem::size_of_val(value).min(MAX_LINES * LINE);
+    each_line_at(
+        value as *const T as *const u8 as usize,
+        std::mem::size_of_val(value),
+        f,
+    );
+}
+
+/// Calls `f` on each line of the `len` bytes at `start` (at most `MAX_LINES` of them), which
+/// lie inside the address space.
+#[inline(always)]
+fn each_line_at(start: usize, len: usize, f: impl Fn(*const u8)) {
+    let len = len.min(MAX_LINES * LINE);
     if len == 0 {
         return;
     }
-    // A value lies inside the address space, so `start + len` does not overflow.
+    // The bytes lie inside the address space, so `start + len` does not overflow.
     let end = start + len;
     let mut line = start & !(LINE - 1);
     while line < end {

@@ -8,8 +8,8 @@ use crate::Runtime;
 /// steps, and each step checks that the ones before it ran first.
 fn run(rt: &Handle, exchange: Option<Arc<Exchange>>, seed: u64) -> Last {
     let table = Table::new(&SIZES, STEPS, seed);
-    // The same pattern again, for the bodies to know what they read.
-    let pattern = Table::new(&SIZES, STEPS, seed);
+    // The bodies' own copy of the pattern, to know what they read.
+    let pattern = table.clone();
     let arrays: Vec<_> = SIZES.iter().copied().zip(BYTES).collect();
     // Per array and item, how many steps it is live before each step.
     let before: Vec<Vec<Vec<u64>>> = (0..2)

@@ -4,6 +4,7 @@ use std::ops::Range;
 
 /// A pattern given by tables: per array and step, the live items and each one's reads (of
 /// live items of the step before), drawn from a seed; readers are their inverse.
+#[derive(Clone)]
 pub(crate) struct Table {
     live: Vec<Vec<Range<usize>>>,
     reads: Vec<Vec<Vec<Vec<usize>>>>,
