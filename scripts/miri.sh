@@ -35,14 +35,9 @@ target=${CARGO_TARGET_DIR:-target}
 # before its rank's program opened the job's port was never woken to poll it, and Miri,
 # which parks at once, hit that often; a port that opens now wakes the job's runtimes,
 # and seeds 0 to 9 pass.)
-# The groups are balanced by their wall times (session 39, fresh clones: group A 482 s, group B
-# 538 s with tactor-comm's unit tests, ~13 s of Miri's clock and ~35 s of wall time; B alone
-# builds Task Bench for Miri), so tactor-comm's unit tests run in group A, and
-# tests/future.rs (session 40, ~13 s of Miri's clock) in group B; session 50 moved tests/job.rs
-# (~55 s of Miri's clock) to group B: A had grown to 345 s of Miri's clock against B's 185
-# (1035 against 554 s of wall time on that VM). Session 51 moved tests/subgraph.rs (~55 s of
-# Miri's clock) to group B: on its VM group A took 739 s (316 s of Miri's clock, the unit
-# tests 172 of them) against B's 467 (211 s).
+# The groups are balanced by Miri's clock per test binary (printed as each binary's "finished
+# in"; group B alone builds Task Bench for Miri). Session 51's split: A 261 s of Miri's clock,
+# B 266 s; the history of the split is in docs/ (latest: docs/2026-12-01-test-time.md).
 # Each group says how long it took in wall time (the "finished in" of a Miri test binary is
 # Miri's own virtual clock, the same on every machine).
 group_a() {
