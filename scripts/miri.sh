@@ -36,13 +36,14 @@ target=${CARGO_TARGET_DIR:-target}
 # which parks at once, hit that often; a port that opens now wakes the job's runtimes,
 # and seeds 0 to 9 pass.)
 # The groups are balanced by Miri's clock per test binary (printed as each binary's "finished
-# in"; group B alone builds Task Bench for Miri). Session 51's split: A 261 s of Miri's clock,
-# B 266 s; the history of the split is in docs/ (latest: docs/2026-12-01-test-time.md).
+# in"; group B alone builds Task Bench for Miri). Session 52's split: A ~245 s of Miri's clock,
+# B ~232 s; the history of the split is in docs/ (latest: docs/2026-12-02-test-time.md).
 # Each group says how long it took in wall time (the "finished in" of a Miri test binary is
 # Miri's own virtual clock, the same on every machine).
 group_a() {
   local start=$SECONDS
-  cargo +nightly miri test --locked -p tactor --no-default-features --lib --test implicit --test index_launch
+  cargo +nightly miri test --locked -p tactor --no-default-features --lib --test implicit --test index_launch \
+    --test forkjoin
   cargo +nightly miri test --locked -p tactor --no-default-features --test replicated -- eager
   # The communication layer's own unit tests (in-process transport, queues, rings); its
   # loopback tests run in group B.
@@ -53,8 +54,8 @@ group_a() {
 group_b() {
   export CARGO_TARGET_DIR="$target/miri-b"
   local start=$SECONDS
-  cargo +nightly miri test --locked -p tactor --no-default-features --test api --test forkjoin --test implicit_outside \
-    --test future --test job --test subgraph
+  cargo +nightly miri test --locked -p tactor --no-default-features --test api --test implicit_outside --test future \
+    --test job --test subgraph
   # Task Bench's unit tests include a small run of each system with unsafe code of its own
   # (slots, edges, the compiled chunks); the others are safe programs on Tactor calls that
   # Tactor's tests check under Miri above. One test process for all of them: a run of the
@@ -75,9 +76,9 @@ b=$!
 ra=0 rb=0
 wait "$a" || ra=$?
 wait "$b" || rb=$?
-echo "== Miri group A (tactor: unit, implicit, index_launch, replicated eager; tactor-comm: unit): exit $ra"
+echo "== Miri group A (tactor: unit, implicit, index_launch, forkjoin, replicated eager; tactor-comm: unit): exit $ra"
 cat "$logs/a"
-echo "== Miri group B (tactor: api, forkjoin, implicit_outside, future, job, subgraph; taskbench; tactor-comm: loopback): exit $rb"
+echo "== Miri group B (tactor: api, implicit_outside, future, job, subgraph; taskbench; tactor-comm: loopback): exit $rb"
 cat "$logs/b"
 if [ "$ra" -ne 0 ] || [ "$rb" -ne 0 ]; then
   echo "error: Miri found a problem (group A exit $ra, group B exit $rb)" >&2
