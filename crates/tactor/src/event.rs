@@ -39,10 +39,9 @@ pub(crate) trait Notify: Send + Sync {
 /// task its allocations per precondition (and the frees on the triggering thread).
 pub(crate) struct Waiter {
     next: *mut Waiter,
-    /// Taken when the waiter is told (or its event dropped).
+    /// Taken when the waiter is told (or its event dropped); whether the waiter is a box of
+    /// its own is told by the kind of target (a flag beside it made a link 40 bytes, not 32).
     target: Option<Target>,
-    /// Freed once told; else the memory belongs to `target`.
-    boxed: bool,
 }
 
 /// Room for one waiter, embedded in what it notifies (a task node has a few).
@@ -60,7 +59,6 @@ impl WaitLink {
         WaitLink(std::cell::UnsafeCell::new(Waiter {
             next: ptr::null_mut(),
             target: None,
-            boxed: false,
         }))
     }
 }
@@ -71,6 +69,8 @@ enum Target {
     Counted(Arc<dyn Notify>),
     /// Kept alive by its owner, which holds one count for all of its subscriptions.
     Held(Held),
+    /// `Held`, in a link embedded in the target: the link's memory is the target's.
+    HeldIn(Held),
 }
 
 /// Fetches the link at `w` for writing, unless `w` is no link.
@@ -85,14 +85,14 @@ impl Target {
     fn addr(&self) -> usize {
         match self {
             Target::Counted(t) => Arc::as_ptr(t) as *const u8 as usize,
-            Target::Held(h) => h.this.as_ptr() as usize,
+            Target::Held(h) | Target::HeldIn(h) => h.this.as_ptr() as usize,
         }
     }
 
     fn notify(self, outcome: &Outcome) {
         match self {
             Target::Counted(t) => t.notify(outcome),
-            Target::Held(h) => h.notify(outcome),
+            Target::Held(h) | Target::HeldIn(h) => h.notify(outcome),
         }
     }
 }
@@ -140,7 +140,7 @@ unsafe fn take(w: *mut Waiter) -> (*mut Waiter, Target) {
     unsafe {
         let next = (*w).next;
         let target = (*w).target.take().expect("a listed waiter has its target");
-        if (*w).boxed {
+        if !matches!(target, Target::HeldIn(_)) {
             drop(Box::from_raw(w));
         }
         (next, target)
@@ -244,7 +244,6 @@ impl EventState {
         let node = Box::into_raw(Box::new(Waiter {
             next: ptr::null_mut(),
             target: Some(target),
-            boxed: true,
         }));
         // SAFETY: a fresh box, ours until published.
         unsafe { self.push(node) }
@@ -258,17 +257,10 @@ impl EventState {
     /// stays valid until `target` is told (it is embedded in the subscriber).
     pub(crate) unsafe fn subscribe_in_held(&self, link: &WaitLink, target: Held) {
         // SAFETY: the caller's contract.
-        unsafe { self.subscribe_in_target(link, Target::Held(target)) }
-    }
-
-    /// # Safety
-    /// As for `subscribe_in_held`.
-    unsafe fn subscribe_in_target(&self, link: &WaitLink, target: Target) {
         let node = link.0.get();
         // SAFETY: unlisted (the contract): this thread alone reaches it.
         unsafe {
-            (*node).target = Some(target);
-            (*node).boxed = false;
+            (*node).target = Some(Target::HeldIn(target));
             self.push(node);
         }
     }
