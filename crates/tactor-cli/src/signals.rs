@@ -73,7 +73,8 @@ pub const SPEAKER_GRACE: std::time::Duration = std::time::Duration::from_secs(2)
 /// For a rank of a failing job that has nothing to say (another rank reports the failure):
 /// silences terminating signals and waits [`SPEAKER_GRACE`] before the caller exits, since a
 /// launcher ends the whole job at the first rank that exits, and the speaker must get its
-/// line out first. Returns at once for a process on its own.
+/// line out first. Returns at once for a process on its own, and for the rank that said it
+/// ([`tactor_comm::launcher::said_why`]): its exit ends the job.
 ///
 /// ```
 /// tactor_cli::signals::let_another_rank_speak(); // on its own: no wait
@@ -81,7 +82,9 @@ pub const SPEAKER_GRACE: std::time::Duration = std::time::Duration::from_secs(2)
 pub fn let_another_rank_speak() {
     if tactor_comm::launcher::job().is_some_and(|(n, _)| n > 1) {
         silence();
-        std::thread::sleep(SPEAKER_GRACE);
+        if !tactor_comm::launcher::has_said_why() {
+            std::thread::sleep(SPEAKER_GRACE);
+        }
     }
 }
 

@@ -25,6 +25,30 @@ pub fn job() -> Option<(usize, usize)> {
         .filter(|&(size, rank)| size > 0 && rank < size)
 }
 
+/// Whether this process printed the line that says why its job failed ([`said_why`]).
+static SAID_WHY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records that this process printed the line saying why its job failed: it then need not
+/// wait for another rank to say it before it ends (a launcher ends the whole job at the
+/// first rank that exits, so a rank with nothing to say waits for the one that has).
+///
+/// ```
+/// tactor_comm::launcher::said_why();
+/// assert!(tactor_comm::launcher::has_said_why());
+/// ```
+pub fn said_why() {
+    SAID_WHY.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether this process printed the line saying why its job failed ([`said_why`]).
+///
+/// ```
+/// let _ = tactor_comm::launcher::has_said_why();
+/// ```
+pub fn has_said_why() -> bool {
+    SAID_WHY.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Ranks of this job on this machine, as the launcher announces them (1 on its own).
 ///
 /// ```

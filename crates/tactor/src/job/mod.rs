@@ -617,8 +617,10 @@ impl Job {
         let alike = causes.len() == self.ranks() && causes.values().all(|c| c == cause);
         if alike && me == 0 || self.ranks() == 1 {
             say(&format!("error: {cause}"));
+            tactor_comm::launcher::said_why();
         } else if !alike && lowest == me {
             say(&format!("error: rank {me}: {cause}"));
+            tactor_comm::launcher::said_why();
         }
     }
 
