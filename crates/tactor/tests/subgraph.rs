@@ -65,7 +65,7 @@ fn builder_errors_are_named() {
 fn compiled_random_dags_match_dynamic_execution() {
     let rt = rt(2);
     let mut rng = StdRng::seed_from_u64(5);
-    for _ in 0..scaled(20, 3) {
+    for _ in 0..scaled(20, 2) {
         let n = rng.gen_range(1..scaled(200, 24));
         let preds: Vec<Vec<usize>> = (0..n)
             .map(|i| {
@@ -455,7 +455,7 @@ fn a_long_task_that_relaxes_lets_its_workers_vertices_run() {
     // task never returns before), so without them this never ends.
     for _ in 0..scaled(20, 2) {
         let rt = rt(2);
-        let n = 64;
+        let n = scaled(64, 24);
         let count = Arc::new(AtomicU64::new(0));
         let mut b = SubgraphBuilder::<Arc<AtomicU64>>::new();
         let mut last = None;
