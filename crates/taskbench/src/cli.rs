@@ -192,8 +192,7 @@ pub fn run_checked(
             Err(mut f) if !f.message.is_empty() => {
                 // This rank failed: it tells every other rank (each then gives this one time
                 // to print before it ends), and the caller says why, naming this rank, and
-                // ends at once. (Printed here with the message cleared, the line made this
-                // rank wait for another speaker too: every failed job took 2 s longer.)
+                // ends at once (with the message kept, it does not wait for a speaker).
                 c.tell_failure(&f.message);
                 f.message = format!("rank {}: {}", c.rank(), f.message);
                 Err(f)

@@ -615,13 +615,15 @@ impl Job {
             .clone();
         let lowest = causes.keys().next().copied().unwrap_or(me);
         let alike = causes.len() == self.ranks() && causes.values().all(|c| c == cause);
-        if alike && me == 0 || self.ranks() == 1 {
-            say(&format!("error: {cause}"));
-            tactor_comm::launcher::said_why();
+        let line = if alike && me == 0 || self.ranks() == 1 {
+            format!("error: {cause}")
         } else if !alike && lowest == me {
-            say(&format!("error: rank {me}: {cause}"));
-            tactor_comm::launcher::said_why();
-        }
+            format!("error: rank {me}: {cause}")
+        } else {
+            return;
+        };
+        say(&line);
+        tactor_comm::launcher::said_why();
     }
 
     /// Records that rank `rank` failed with `cause`; at the first failure, runs the hooks.
