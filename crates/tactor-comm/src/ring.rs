@@ -560,7 +560,7 @@ mod tests {
     /// counters' release/acquire pairs order the records' plain bytes).
     #[test]
     fn a_stream_between_two_threads_loses_nothing() {
-        let n: u32 = if cfg!(miri) { 300 } else { 200_000 };
+        let n: u32 = if cfg!(miri) { 150 } else { 200_000 };
         let capacity = 512;
         let mut mem = region(capacity);
         let (mut tx, mut rx) = ends(&mut mem, capacity);

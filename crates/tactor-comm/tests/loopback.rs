@@ -24,7 +24,7 @@ fn one_rank_talks_to_itself() {
 #[test]
 fn three_ranks_four_threads_two_channels() {
     if cfg!(miri) {
-        run_world(3, 2, 2, 3);
+        run_world(3, 2, 2, 2);
     } else {
         run_world(3, 2, 4, 300);
     }
@@ -36,8 +36,8 @@ fn many_rounds_of_small_worlds() {
         run_world(
             2 + round % 2,
             1 + round % 3,
-            3,
-            if cfg!(miri) { 4 } else { 12 },
+            if cfg!(miri) { 2 } else { 3 },
+            if cfg!(miri) { 2 } else { 12 },
         );
     }
 }

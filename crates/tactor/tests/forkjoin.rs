@@ -321,7 +321,7 @@ fn try_for_each_mut_returns_a_failing_items_error_and_runs_each_item_at_most_onc
 /// reaches the forker.
 #[test]
 fn two_way_splits_in_a_row_run_each_half_once_wherever_it_goes() {
-    let n = if cfg!(miri) { 40 } else { 20_000 };
+    let n = if cfg!(miri) { 20 } else { 20_000 };
     for w in [2, 3] {
         let rt = rt(w);
         let ran: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();

@@ -212,7 +212,7 @@ fn automatic_tracing_takes_launches_after_events_and_falls_back_with_them() {
     p.auto_trace(true);
     let x = p.region(0u64);
     let sum = p.region(0u64);
-    let n = if cfg!(miri) { 60 } else { 3000 };
+    let n = if cfg!(miri) { 36 } else { 3000 };
     let events: Vec<UserEvent> = (0..n).map(|_| UserEvent::new()).collect();
     // What arrives with event `i`: set just before it triggers, so a task that ran before
     // its event would read 0.

@@ -21,7 +21,7 @@ fn on_ranks<T: Send>(
 
 #[test]
 fn collectives_in_a_row_keep_their_order_and_contents() {
-    let rounds = if cfg!(miri) { 3 } else { 300 };
+    let rounds = if cfg!(miri) { 2 } else { 300 };
     let results = on_ranks(3, 2, |job| {
         let me = job.rank();
         for round in 0..rounds as u64 {
@@ -105,7 +105,7 @@ fn opening_a_port_while_messages_arrive_loses_none() {
     let rounds = if cfg!(miri) { 2 } else { 200 };
     for _ in 0..rounds {
         let job = Job::in_process(1, 4).pop().unwrap();
-        let n = 64;
+        let n = if cfg!(miri) { 24 } else { 64 };
         for i in 0..n {
             job.send(i, 0, FIRST_PORT, vec![i as u8]);
         }

@@ -269,7 +269,7 @@ fn injected_faults_act_on_the_one_copy_they_are_due_for() {
 #[test]
 fn eager_copies_follow_their_readers_and_stop_when_they_stop() {
     use tactor::implicit::read_write;
-    let steps: u64 = if cfg!(miri) { 6 } else { 20 };
+    let steps: u64 = if cfg!(miri) { 4 } else { 20 };
     for traced in [false, true] {
         let runs = Job::run_in_process(2, 1, |rt, job| {
             let mut p = Replicated::new(rt, job);

@@ -9,7 +9,7 @@ use taskbench_core::app::{check_memory, App, ExtraFlag};
 use taskbench_core::graph::{DependenceType, KernelType, TaskGraph};
 
 /// Flags the systems add to the Task Bench flags.
-pub const SYSTEM_FLAGS: [ExtraFlag; 3] = [
+pub const SYSTEM_FLAGS: [ExtraFlag; 4] = [
     ExtraFlag {
         name: "-system",
         takes_value: true,
@@ -20,6 +20,11 @@ pub const SYSTEM_FLAGS: [ExtraFlag; 3] = [
     },
     ExtraFlag {
         name: "-no-pin",
+        takes_value: false,
+    },
+    // `-system futures -barrier` is `-system futures-barrier` (seed 004's per-step barrier).
+    ExtraFlag {
+        name: "-barrier",
         takes_value: false,
     },
 ];
@@ -113,7 +118,8 @@ fn help() -> String {
          System flags:\n\
          \x20 -system NAME    the system to run (default {DEFAULT_SYSTEM}; see --list)\n\
          \x20 -worker N       worker threads (default: the number of cores, {})\n\
-         \x20 -no-pin         do not pin workers to cores\n\n\
+         \x20 -no-pin         do not pin workers to cores\n\
+         \x20 -barrier        with -system futures: a barrier after each timestep (= futures-barrier)\n\n\
          On several ranks (systems that say so in --list): mpirun -np R taskbench -system compiled -worker W ...\n\
          points are block-distributed over the R x W workers; rank 0 prints the report.\n",
         types.join(", "),
@@ -138,6 +144,7 @@ pub fn parse_run(args: &[String]) -> Result<(App, Box<dyn systems::System>, RunC
         App::parse(args, &SYSTEM_FLAGS).map_err(|e| Failure::usage(e.to_string()))?;
     let mut cfg = RunConfig::default();
     let mut name = DEFAULT_SYSTEM.to_string();
+    let mut barrier = false;
     for (flag, value) in extras {
         let v = value.unwrap_or_default();
         match flag.as_str() {
@@ -153,7 +160,18 @@ pub fn parse_run(args: &[String]) -> Result<(App, Box<dyn systems::System>, RunC
                 }
             }
             "-no-pin" => cfg.pin = false,
+            "-barrier" => barrier = true,
             _ => unreachable!("only SYSTEM_FLAGS are returned"),
+        }
+    }
+    if barrier {
+        match name.as_str() {
+            "futures" | "futures-barrier" => name = "futures-barrier".into(),
+            _ => {
+                return Err(Failure::usage(format!(
+                    "Invalid flag \"-barrier\": only -system futures takes it (not {name})"
+                )))
+            }
         }
     }
     let system = systems::by_name(&name).ok_or_else(|| {

@@ -43,6 +43,27 @@ fn prints_the_display_then_the_report() {
     }
 }
 
+/// `-barrier` turns `futures` into `futures-barrier`, which runs the graph whole.
+#[test]
+fn the_barrier_flag_selects_futures_barrier() {
+    for system in ["futures", "futures-barrier"] {
+        let args = [
+            "-steps",
+            "5",
+            "-width",
+            "3",
+            "-type",
+            "stencil_1d",
+            "-system",
+            system,
+            "-barrier",
+        ];
+        let (code, out, err) = taskbench(&args);
+        assert_eq!(code, 0, "{system}: {err}");
+        assert!(out.contains("Total Tasks 15\n"), "{system}: {out}");
+    }
+}
+
 #[test]
 fn bad_input_is_one_line_and_a_non_zero_exit() {
     let cases: [(&[&str], &str); 7] = [
@@ -161,6 +182,8 @@ fn bad_input_is_one_line_and_exit_code_2() {
         (&["-worker", "4096", "-system", "tasks"], "would need about"),
         (&["-worker", "-1"], "-worker -1"),
         (&["-system", "nope"], "-system nope"),
+        (&["-system", "compiled", "-barrier"], "-barrier"),
+        (&["-barrier"], "-barrier"),
         (&["-steps"], "requires an argument"),
         (&["--bogus"], "--bogus"),
     ];

@@ -24,7 +24,7 @@
 //! coarser than the runtime.
 
 use super::*;
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 
 /// A link that keeps what is sent; the model moves it into the network.
 struct Wire {
@@ -304,7 +304,7 @@ impl World {
 /// Explores every state reachable from `world`; returns how many there were. Panics with the
 /// path that broke a property.
 fn explore(world: World) -> usize {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let mut stack = vec![(world, Vec::<Action>::new())];
     while let Some((w, path)) = stack.pop() {
         if !seen.insert(w.key()) {

@@ -21,8 +21,8 @@ use super::copies::{dest, Key};
 use super::{Declared, Replicated, Shard};
 use crate::implicit::TraceError;
 use crate::Placement;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::any::TypeId;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// What a task runs as it ends: its eager copies.
@@ -257,7 +257,7 @@ impl Replicated {
                 self.traces.next_local += 1;
                 let rec = Recorder {
                     start: Vec::new(),
-                    seen: HashSet::new(),
+                    seen: HashSet::default(),
                     calls: Vec::new(),
                     copies: self.copies,
                     playable: true,

@@ -26,7 +26,7 @@ pub(super) const FUSE_MAX: usize = 16;
 pub(super) fn fuse(workers: &[usize], deps: &[Vec<Sym>]) -> Vec<Vec<u32>> {
     let waits = outside_sets(deps);
     let mut level = Vec::with_capacity(workers.len());
-    let mut open: HashMap<(usize, u32, u32, u32), usize> = HashMap::new();
+    let mut open: HashMap<(usize, u32, u32, u32), usize> = HashMap::default();
     let mut groups: Vec<Vec<u32>> = Vec::new();
     for (k, (&w, deps)) in workers.iter().zip(deps).enumerate() {
         let (mut depth, mut rank) = (0u32, 0u32);
@@ -62,13 +62,13 @@ pub(super) fn fuse(workers: &[usize], deps: &[Vec<Sym>]) -> Vec<Vec<u32>> {
 /// For each launch, which outside events it waits for, directly or through earlier launches:
 /// equal sets get equal numbers (0: none). Recording only, once per trace.
 fn outside_sets(deps: &[Vec<Sym>]) -> Vec<u32> {
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::from([(Vec::new(), 0)]);
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::from_iter([(Vec::new(), 0)]);
     let mut sets: Vec<Vec<u32>> = vec![Vec::new()];
     // A launch's set is the union of the sets of the launches it waits for and its own
     // outside events: launches alike (an all-to-all step's, each waiting for hundreds of
     // launches and outside events) share one union, made once (made per launch, recording
     // 600 points a step on 3 ranks took seconds).
-    let mut unions: HashMap<(Vec<u32>, Vec<u32>), u32> = HashMap::new();
+    let mut unions: HashMap<(Vec<u32>, Vec<u32>), u32> = HashMap::default();
     let mut of = Vec::with_capacity(deps.len());
     for d in deps {
         let (mut via, mut own): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
@@ -148,11 +148,11 @@ pub(super) fn compile(
             }
         });
     }
-    let mut edges = HashSet::new();
+    let mut edges = HashSet::default();
     // Each entry state a vertex waits for, once; the outside conditions become the last
     // preconditions, in launch order (the instance's inlets).
     let mut waits: Vec<(Sym, u32)> = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     for (k, deps) in rec.deps.iter().enumerate() {
         let v = vertex[k];
         let task = crate::subgraph::TaskId(v);
@@ -174,7 +174,7 @@ pub(super) fn compile(
     }
     let outside = |s: &Sym| matches!(s, Sym::Outside(_));
     let mut order: Vec<Sym> = Vec::new();
-    let mut pre_ids: HashMap<Sym, PreId> = HashMap::new();
+    let mut pre_ids: HashMap<Sym, PreId> = HashMap::default();
     // Each outside condition belongs to one launch and is numbered in launch order, so
     // `waits` holds them in that order already.
     let inside = waits.iter().filter(|(s, _)| !outside(s));
@@ -200,7 +200,7 @@ pub(super) fn compile(
     // (4 graphs of `nearest` on 2 workers leave 5 sets, not one per region and side), so
     // the next execution subscribes to a few events instead of dozens — each a cache line
     // the other workers last wrote (24 subscriptions were 5 µs of every instance's start).
-    let mut posts: HashMap<Vec<u32>, PostId> = HashMap::new();
+    let mut posts: HashMap<Vec<u32>, PostId> = HashMap::default();
     for (r, state) in regions {
         let mut side = |list: &[Sym]| {
             let mut out = Vec::new();

@@ -21,8 +21,8 @@ use super::{merged, Job};
 use crate::event::Event;
 use crate::runtime::{Handle, Placement};
 use crate::subgraph::{Inlet, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::any::{Any, TypeId};
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
@@ -516,7 +516,7 @@ impl Traces {
             }),
             None => Mode::Recording(Recording {
                 sigs: Vec::new(),
-                states: HashMap::new(),
+                states: HashMap::default(),
                 deps: Vec::new(),
                 workers: Vec::new(),
                 jobs: Arena::default(),

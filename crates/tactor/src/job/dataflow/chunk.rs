@@ -6,7 +6,8 @@
 use super::{Data, Point};
 use crate::job::{Pattern, Received, ShardedBuilder};
 use crate::subgraph::{PreId, TaskId as Id};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 /// The items a chunk's tasks run, in one table for them all, read in order as the tasks run
@@ -48,9 +49,9 @@ where
     let bytes = |a: usize| data.arrays[a].bytes;
     let owner = |a: usize, p: usize| data.arrays[a].cut.owner[p] as usize;
     // Per (step, array, item): its task, and the offset of its item in the task's items.
-    let mut ids: HashMap<(i64, usize, usize), (Id, usize)> = HashMap::new();
+    let mut ids: HashMap<(i64, usize, usize), (Id, usize)> = HashMap::default();
     // Per item: the last task of the chunk that ran it (its state's last user).
-    let mut touched: HashMap<(usize, usize), Id> = HashMap::new();
+    let mut touched: HashMap<(usize, usize), Id> = HashMap::default();
     // Per task, by its number: its worker, step and items.
     let mut tasks: Vec<(usize, i64, Items)> = Vec::new();
     // The items of a task, packed in array order by its worker right after it ran.

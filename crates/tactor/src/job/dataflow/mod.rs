@@ -10,8 +10,9 @@ use super::{Job, Pattern, Received, Sharded, Stopped, FIRST_PORT};
 use crate::slots::Slots;
 use crate::subgraph::{SubgraphError, TaskId};
 use crate::{Event, Handle};
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::UnsafeCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -224,7 +225,7 @@ where
         }
         // Equal chunks (the same classes, one step past their end included) share a graph;
         // a chunk with a step of no class has one of its own.
-        let mut graphs: HashMap<Vec<u32>, Arc<Sharded<i64>>> = HashMap::new();
+        let mut graphs: HashMap<Vec<u32>, Arc<Sharded<i64>>> = HashMap::default();
         let mut chunks = Vec::new();
         for (stream, &(t0, len)) in cuts.iter().enumerate() {
             let classes: Option<Vec<u32>> = (0..data.arrays.len())

@@ -146,7 +146,7 @@ fn exchanges_dropped_leave_no_failure_hooks_and_the_open_one_is_told() {
 /// no wake-up is lost (a lost one hangs the test).
 #[test]
 fn racing_messages_waiters_and_pullers_lose_nothing() {
-    let n: u32 = if cfg!(miri) { 40 } else { 20_000 };
+    let n: u32 = if cfg!(miri) { 16 } else { 20_000 };
     let (_jobs, ex) = pair();
     let done = AtomicBool::new(false);
     let pulled = AtomicUsize::new(0);

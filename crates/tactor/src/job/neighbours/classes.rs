@@ -3,7 +3,7 @@
 //! alike), so a worker works its lists out once per class of steps, not at every step: at
 //! fine grain the step's bookkeeping is on the critical path between two ranks.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Classes (or pairs of them) beyond this many are not kept: a program whose shape keeps
 /// changing works its lists out at every step.
@@ -34,7 +34,7 @@ impl Classes {
         if arrays == 0 || steps > MAX_STEPS {
             return none;
         }
-        let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
         let mut key = Vec::with_capacity(arrays);
         let mut of_step = |t: i64| -> Option<u32> {
             key.clear();
@@ -52,7 +52,7 @@ impl Classes {
                 }
             }
         };
-        let mut pairs: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut pairs: HashMap<(u32, u32), u32> = HashMap::default();
         let mut of = Vec::with_capacity(steps.max(0) as usize);
         let mut now = of_step(0);
         for t in 0..steps {

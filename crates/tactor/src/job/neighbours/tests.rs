@@ -117,7 +117,7 @@ pub(crate) fn value<'a>(
 pub(crate) const SIZES: [usize; 2] = if cfg!(miri) { [7, 4] } else { [13, 7] };
 pub(crate) const BYTES: [usize; 2] = [3, 9];
 // The last step has every item live (see `Table::new`): `last` shows them all.
-pub(crate) const STEPS: usize = if cfg!(miri) { 8 } else { 23 };
+pub(crate) const STEPS: usize = if cfg!(miri) { 5 } else { 23 };
 
 /// The last step of every array on this rank, after two passes.
 fn run(rt: &Runtime, exchange: Option<Arc<Exchange>>, seed: u64) -> Last {
