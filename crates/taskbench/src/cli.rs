@@ -296,14 +296,8 @@ fn join_ranks(
         };
         Failure { message, code: 2 }
     })?;
-    let widest = app.graphs.iter().map(|g| g.max_width).max().unwrap_or(0);
-    if c.ranks() as i64 > widest {
-        return Err(Failure::usage(format!(
-            "-np {} does not fit: the widest graph has {widest} points, so at most {widest} ranks have work",
-            c.ranks()
-        ))
-        .once());
-    }
+    // More ranks than points is a job where some ranks own no point of a graph: they take
+    // part in its collectives and wait, as the reference's ranks do.
     app.place(taskbench_core::app::Placement {
         ranks: c.ranks() as i64,
         workers: cfg.workers as i64,

@@ -241,13 +241,25 @@ fn systems_that_stay_in_one_process_say_so_once() {
     );
 }
 
+/// Graphs narrower than the job (2 points and 1 on 3 ranks): the ranks without points wait,
+/// and every system validates every dependency and reports the whole graph's tasks, as the
+/// reference does with more ranks than points.
 #[test]
-fn too_many_ranks_for_the_graph_is_refused_once() {
-    let o = run(3, "-steps 4 -width 2", &[]);
-    let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.matches("error: ").count(), 1, "{err}");
-    assert!(err.contains("-np 3 does not fit"), "{err}");
+fn graphs_narrower_than_the_job_leave_ranks_idle() {
+    let graphs = "-steps 4 -width 2 -type stencil_1d -and -steps 3 -width 1 -type trivial";
+    for system in RANK_SYSTEMS
+        .into_iter()
+        .chain(["futures-barrier", "parfor"])
+    {
+        let o = run(3, &format!("{graphs} -system {system} -worker 1"), &[]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{system}: {err}");
+        assert_eq!(
+            line(&out, "Total Tasks").trim(),
+            "Total Tasks 11",
+            "{system}"
+        );
+    }
 }
 
 #[test]
