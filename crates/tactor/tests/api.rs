@@ -197,7 +197,7 @@ fn continuation_launched_from_inside_a_task() {
 #[test]
 fn scope_tasks_borrow_and_report_the_first_failure() {
     let rt = rt(2);
-    let mut cells = vec![0u64; 64];
+    let mut cells = vec![0u64; if cfg!(miri) { 16 } else { 64 }];
     let res = rt.scope(|s| {
         for (i, c) in cells.iter_mut().enumerate() {
             s.launch(Placement::Any, &[], move |s| {
@@ -295,7 +295,7 @@ fn dropping_the_runtime_cancels_queued_work_and_poisons_it() {
             std::hint::spin_loop();
         }
     });
-    let queued: Vec<Event> = (0..100)
+    let queued: Vec<Event> = (0..if cfg!(miri) { 20 } else { 100 })
         .map(|_| rt.launch(Placement::Any, &[], || panic!("must not run")))
         .collect();
     let waiting = rt.launch(Placement::Any, &[UserEvent::new().event()], || ());

@@ -66,7 +66,7 @@ fn compiled_random_dags_match_dynamic_execution() {
     let rt = rt(2);
     let mut rng = StdRng::seed_from_u64(5);
     for _ in 0..scaled(20, 2) {
-        let n = rng.gen_range(1..scaled(200, 24));
+        let n = rng.gen_range(1..scaled(200, 16));
         let preds: Vec<Vec<usize>> = (0..n)
             .map(|i| {
                 let mut p: Vec<usize> = (0..rng.gen_range(0..=3.min(i)))
@@ -79,7 +79,7 @@ fn compiled_random_dags_match_dynamic_execution() {
             .collect();
         let workers: Vec<usize> = (0..n).map(|_| rng.gen_range(0..2)).collect();
         // value[i] = instance + sum of predecessors' values (mod 2^64), stamped per instance.
-        let instances = scaled(30u64, 4);
+        let instances = scaled(30u64, 3);
         let compiled_vals = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
         let runs = Arc::new((0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
         let mut b = SubgraphBuilder::<u64>::new();
