@@ -22,7 +22,7 @@ pub const SYSTEM_FLAGS: [ExtraFlag; 4] = [
         name: "-no-pin",
         takes_value: false,
     },
-    // `-system futures -barrier` is `-system futures-barrier` (seed 004's per-step barrier).
+    // `-system NAME -barrier` is `-system NAME-barrier` (futures: seed 004's per-step barrier).
     ExtraFlag {
         name: "-barrier",
         takes_value: false,
@@ -164,15 +164,14 @@ pub fn parse_run(args: &[String]) -> Result<(App, Box<dyn systems::System>, RunC
             _ => unreachable!("only SYSTEM_FLAGS are returned"),
         }
     }
-    if barrier {
-        match name.as_str() {
-            "futures" | "futures-barrier" => name = "futures-barrier".into(),
-            _ => {
-                return Err(Failure::usage(format!(
-                    "Invalid flag \"-barrier\": only -system futures takes it (not {name})"
-                )))
-            }
+    // A system with a per-step barrier variant is registered as `NAME-barrier`.
+    if barrier && !name.ends_with("-barrier") {
+        if systems::by_name(&format!("{name}-barrier")).is_none() {
+            return Err(Failure::usage(format!(
+                "Invalid flag \"-barrier\": -system {name} has no barrier variant (futures has)"
+            )));
         }
+        name.push_str("-barrier");
     }
     let system = systems::by_name(&name).ok_or_else(|| {
         let names: Vec<_> = systems::all().iter().map(|s| s.name()).collect();
