@@ -1,6 +1,6 @@
 //! loom model checks of the lock-free primitives: every interleaving (within loom's bounds) of
 //! event trigger/subscribe/wait, merges, the readiness countdown and the sleep/wake protocol.
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p tactor --lib --release loom`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p tactor --no-default-features --lib --release loom`.
 //!
 //! What these cover: lost notifications and lost wake-ups (a model that loses one deadlocks
 //! and loom reports it), double runs (a countdown that reaches zero twice), double triggers.
