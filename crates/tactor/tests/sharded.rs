@@ -239,6 +239,28 @@ fn a_bad_worker_is_refused_on_every_rank() {
 }
 
 #[test]
+fn a_cycle_through_two_ranks_is_refused_on_every_rank() {
+    // Each rank's shard alone is acyclic (rank 0: the receive, then d, then a; rank 1: the
+    // receive, then c); the cycle closes only through the other rank, so only the whole
+    // graph's check can see it.
+    let runs = Job::run_in_process(2, 2, |rt, job| {
+        let ex = Exchange::open(job, FIRST_PORT).unwrap();
+        let mut b = ShardedBuilder::<()>::new(ex, 0);
+        let a = b.task(0, |_, _| ());
+        let c = b.task(2, |_, _| ());
+        let d = b.task(1, |_, _| ());
+        b.edge(a, c);
+        b.edge_carrying(c, d, 8, |_, _| ());
+        b.edge(d, a);
+        b.compile(rt).err()
+    });
+    for run in runs {
+        let e = run.unwrap().expect("the cycle a -> c -> d -> a is refused");
+        assert!(matches!(e, tactor::SubgraphError::Cycle(0..=2)), "{e:?}");
+    }
+}
+
+#[test]
 fn a_rank_with_one_worker_receives_only_after_it_sent_what_its_level_owes() {
     // Each rank's source waits for a late precondition and sends to the other rank; each
     // rank's receive, ready at once, pulls its message holding its worker's part of the

@@ -136,6 +136,23 @@ fn find_cycle(indeg: &[u32], succ_start: &[u32], succ: &[u32]) -> Option<usize> 
     indeg.iter().position(|&d| d > 0)
 }
 
+/// Checks `b` for `workers` workers as [`Compiled::new`] does, without laying it out: for a
+/// builder that describes a whole graph whose shards are compiled elsewhere (a cycle is
+/// named by the first task, in the builder's order, on or after it).
+pub(crate) fn verify<A>(b: &SubgraphBuilder<A>, workers: usize) -> Result<(), SubgraphError> {
+    check(b, workers)?;
+    let n = b.funcs.len();
+    let (succ_start, succ) = csr(n, b.edges.iter().copied());
+    let mut indeg = vec![0u32; n];
+    for &(_, c) in &b.edges {
+        indeg[c as usize] += 1;
+    }
+    match find_cycle(&indeg, &succ_start, &succ) {
+        Some(v) => Err(SubgraphError::Cycle(v as u32)),
+        None => Ok(()),
+    }
+}
+
 impl<A> Compiled<A> {
     pub(crate) fn new(b: SubgraphBuilder<A>, workers: usize) -> Result<Compiled<A>, SubgraphError> {
         check(&b, workers)?;

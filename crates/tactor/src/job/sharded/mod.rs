@@ -7,7 +7,7 @@ mod messages;
 
 use super::exchange::{Exchange, Inbox};
 use crate::runtime::once_value::OnceValue;
-use crate::subgraph::compile::Compiled;
+use crate::subgraph::compile;
 use crate::subgraph::{Instance, PostId, PreId, Subgraph, SubgraphBuilder, SubgraphError, TaskId};
 use crate::{Event, Handle};
 use messages::{Batch, Incoming, Item, Outbound, Pack, Packing, PoisonOnFailure, Stream, Wiring};
@@ -217,7 +217,9 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         let (pre_edges, post_edges) = (shape.pre_edges.clone(), shape.post_edges.clone());
         let (pres, posts) = (shape.pres, shape.posts);
         let level = levels(workers.len(), &edges);
-        Compiled::new(self.shape, w * ranks)?;
+        // The whole graph's verdict, the same on every rank (only this rank's shard is laid
+        // out, below).
+        compile::verify(shape, w * ranks)?;
         let rank_of = |t: u32| workers[t as usize] / w;
         let levels = (edges.iter().map(|e| level[e.0 as usize] + 1))
             .max()
