@@ -50,7 +50,9 @@ fn csr(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<u32>, 
     (start, out)
 }
 
-fn check<A>(b: &SubgraphBuilder<A>, workers: usize) -> Result<(), SubgraphError> {
+/// Checks `b`'s tasks, workers, edges and conditions for `workers` workers (all of
+/// [`Compiled::new`]'s checks but the cycle search, which needs the graph's edges laid out).
+pub(crate) fn check<A>(b: &SubgraphBuilder<A>, workers: usize) -> Result<(), SubgraphError> {
     let n = b.funcs.len();
     if n >= crate::runtime::channel::MAX_VERTICES {
         return Err(SubgraphError::TooManyTasks(n));
@@ -134,23 +136,6 @@ fn find_cycle(indeg: &[u32], succ_start: &[u32], succ: &[u32]) -> Option<usize> 
         }
     }
     indeg.iter().position(|&d| d > 0)
-}
-
-/// Checks `b` for `workers` workers as [`Compiled::new`] does, without laying it out: for a
-/// builder that describes a whole graph whose shards are compiled elsewhere (a cycle is
-/// named by the first task, in the builder's order, on or after it).
-pub(crate) fn verify<A>(b: &SubgraphBuilder<A>, workers: usize) -> Result<(), SubgraphError> {
-    check(b, workers)?;
-    let n = b.funcs.len();
-    let (succ_start, succ) = csr(n, b.edges.iter().copied());
-    let mut indeg = vec![0u32; n];
-    for &(_, c) in &b.edges {
-        indeg[c as usize] += 1;
-    }
-    match find_cycle(&indeg, &succ_start, &succ) {
-        Some(v) => Err(SubgraphError::Cycle(v as u32)),
-        None => Ok(()),
-    }
 }
 
 impl<A> Compiled<A> {

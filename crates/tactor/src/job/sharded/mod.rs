@@ -216,10 +216,10 @@ impl<A: Send + Sync + 'static> ShardedBuilder<A> {
         let (workers, edges) = (shape.workers.clone(), shape.edges.clone());
         let (pre_edges, post_edges) = (shape.pre_edges.clone(), shape.post_edges.clone());
         let (pres, posts) = (shape.pres, shape.posts);
-        let level = levels(workers.len(), &edges);
         // The whole graph's verdict, the same on every rank (only this rank's shard is laid
-        // out, below).
-        compile::verify(shape, w * ranks)?;
+        // out, below): a cycle may close through several ranks.
+        compile::check(shape, w * ranks)?;
+        let level = levels(workers.len(), &edges).map_err(SubgraphError::Cycle)?;
         let rank_of = |t: u32| workers[t as usize] / w;
         let levels = (edges.iter().map(|e| level[e.0 as usize] + 1))
             .max()
@@ -453,15 +453,12 @@ fn order_pulls<S: Send + Sync + 'static>(
     }
 }
 
-/// Per task of a graph of `n` tasks with `edges`, the length of the longest path to it
-/// (none if the graph has a cycle, which compiling it reports).
-fn levels(n: usize, edges: &[(u32, u32)]) -> Vec<i64> {
+/// Per task of a graph of `n` tasks with `edges` (checked), the length of the longest path
+/// to it; if the edges close a cycle, the first task on or after one.
+fn levels(n: usize, edges: &[(u32, u32)]) -> Result<Vec<i64>, u32> {
     let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut preds = vec![0usize; n];
-    for &(from, to) in edges
-        .iter()
-        .filter(|e| (e.0 as usize) < n && (e.1 as usize) < n)
-    {
+    for &(from, to) in edges {
         succ[from as usize].push(to);
         preds[to as usize] += 1;
     }
@@ -477,7 +474,10 @@ fn levels(n: usize, edges: &[(u32, u32)]) -> Vec<i64> {
             }
         }
     }
-    level
+    match preds.iter().position(|&p| p > 0) {
+        Some(t) => Err(t as u32),
+        None => Ok(level),
+    }
 }
 
 /// A subgraph over the ranks of a job, compiled for this rank ([`ShardedBuilder`]).
