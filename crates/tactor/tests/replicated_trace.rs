@@ -57,6 +57,16 @@ fn serial(steps: usize) -> Vec<u64> {
     row
 }
 
+/// How the stencil's program is traced.
+#[derive(Clone, Copy, PartialEq)]
+enum Style {
+    Plain,
+    /// Steps in traces of two, by hand.
+    Traced,
+    /// By the runtime ([`Replicated::auto_trace`]).
+    Auto,
+}
+
 /// The stencil's program: steps in traces of two (by parity), each also a launch on the last
 /// rank that adds cell 0 into an accumulator.
 struct Run {
@@ -65,11 +75,17 @@ struct Run {
     copies: u64,
     replays: u64,
     recorded: usize,
+    auto: tactor::implicit::AutoStats,
 }
 
-fn stencil_program(rt: &tactor::Runtime, job: &std::sync::Arc<Job>, traced: bool) -> Run {
-    let steps = if cfg!(miri) { 9 } else { 41 };
+fn stencil_program(
+    rt: &tactor::Runtime,
+    job: &std::sync::Arc<Job>,
+    style: Style,
+    steps: usize,
+) -> Run {
     let mut p = Replicated::new(rt, job);
+    p.auto_trace(style == Style::Auto);
     let (ranks, local) = (job.ranks(), rt.workers());
     let home = |i: usize| rank_of(i, ranks) * local;
     let rows: [Vec<Region<u64>>; 2] = [
@@ -82,7 +98,7 @@ fn stencil_program(rt: &tactor::Runtime, job: &std::sync::Arc<Job>, traced: bool
     let shared = p.constant((rows.clone(), ranks, AtomicUsize::new(0)));
     let mut t = 0;
     while t < steps {
-        let traced = traced && t + 2 <= steps;
+        let traced = style == Style::Traced && t + 2 <= steps;
         if traced {
             p.begin_trace(3).unwrap();
         }
@@ -107,6 +123,7 @@ fn stencil_program(rt: &tactor::Runtime, job: &std::sync::Arc<Job>, traced: bool
         copies: p.copies(),
         replays: p.script_replays(),
         recorded: p.local().recorded_traces(),
+        auto: p.auto_stats(),
     }
 }
 
@@ -121,9 +138,12 @@ fn a_replay_from_the_same_record_replays_its_script_and_gets_the_serial_result()
         &[(2, 1), (3, 1), (2, 2), (3, 2)]
     };
     for &(ranks, workers) in shapes {
-        let untraced =
-            Job::run_in_process(ranks, workers, |rt, job| stencil_program(rt, job, false));
-        let traced = Job::run_in_process(ranks, workers, |rt, job| stencil_program(rt, job, true));
+        let run = |style| {
+            Job::run_in_process(ranks, workers, move |rt, job| {
+                stencil_program(rt, job, style, steps)
+            })
+        };
+        let (untraced, traced) = (run(Style::Plain), run(Style::Traced));
         for (rank, (plain, traced)) in untraced.into_iter().zip(traced).enumerate() {
             let (plain, traced) = (plain.unwrap(), traced.unwrap());
             let what = format!("{ranks} ranks × {workers}, rank {rank}");
@@ -137,6 +157,77 @@ fn a_replay_from_the_same_record_replays_its_script_and_gets_the_serial_result()
             assert_eq!(traced.recorded, 3, "{what}");
             assert_eq!(traced.replays, steps as u64 / 2 - 3, "{what}");
         }
+    }
+}
+
+/// Automatic tracing on several ranks finds the stencil's repeating calls (an index launch
+/// and a launch each step) and runs them as traces of the replicated program: every rank
+/// replays scripts, issues the copies the full bookkeeping issues, and gets the serial result.
+#[test]
+fn automatic_tracing_on_ranks_replays_scripts_and_gets_the_serial_result() {
+    let steps = if cfg!(miri) { 40 } else { 201 };
+    let want = serial(steps);
+    let acc: u64 = (1..=steps).map(|t| serial(t)[0]).fold(0, u64::wrapping_add);
+    let shapes: &[(usize, usize)] = if cfg!(miri) {
+        &[(2, 1)]
+    } else {
+        &[(2, 1), (3, 2)]
+    };
+    for &(ranks, workers) in shapes {
+        let run = |style| {
+            Job::run_in_process(ranks, workers, move |rt, job| {
+                stencil_program(rt, job, style, steps)
+            })
+        };
+        let (plain, auto) = (run(Style::Plain), run(Style::Auto));
+        for (rank, (plain, auto)) in plain.into_iter().zip(auto).enumerate() {
+            let (plain, auto) = (plain.unwrap(), auto.unwrap());
+            let what = format!("{ranks} ranks × {workers}, rank {rank}");
+            assert_eq!(auto.rows, want, "{what}");
+            assert_eq!(auto.acc, acc, "{what}");
+            assert_eq!(auto.copies, plain.copies, "{what}");
+            let s = auto.auto;
+            assert!(s.fragments >= 2 && s.recorded >= 1, "{what}: {s:?}");
+            assert!(auto.replays >= s.fragments - s.recorded, "{what}: {s:?}");
+            assert_eq!(plain.auto, Default::default(), "{what}");
+        }
+    }
+}
+
+/// Where the calls stop repeating in the middle of a fragment, and where data is read back
+/// there, the calls held so far are issued untraced, in order: results never change.
+#[test]
+fn automatic_tracing_on_ranks_falls_back_where_calls_change_and_keeps_the_serial_result() {
+    let rounds = if cfg!(miri) { 40 } else { 200 };
+    let (odd, read_at) = (rounds * 3 / 4 + 1, rounds / 2 + 1);
+    let runs = Job::run_in_process(2, 1, move |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        p.auto_trace(true);
+        let (x, y) = (p.region(0, 0u64), p.region(1, 0u64));
+        let mut seen = 0;
+        for k in 0..rounds {
+            two_launches(&mut p, &x, &y, k == odd);
+            if k == read_at {
+                seen = p.with(&y, |y| *y).unwrap();
+            }
+        }
+        let got = [&x, &y].map(|r| p.with(r, |v| *v).unwrap());
+        (got, seen, p.auto_stats(), p.script_replays())
+    });
+    let y = |upto: u64| {
+        (1..=upto)
+            .map(|k| if k == odd + 1 { 100 * k } else { k })
+            .sum::<u64>()
+    };
+    for (rank, run) in runs.into_iter().enumerate() {
+        let (got, seen, stats, replays) = run.unwrap();
+        assert_eq!(got, [rounds, y(rounds)], "rank {rank}");
+        assert_eq!(seen, y(read_at + 1), "rank {rank}");
+        assert!(
+            stats.fell_back > 0 && stats.fragments > 0,
+            "rank {rank}: {stats:?}"
+        );
+        assert!(replays > 0, "rank {rank}");
     }
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct Detector {
     launches: usize,
     /// Candidate periods and their runs (a period of 0 is an empty place).
     candidates: [(usize, usize); CANDIDATES],
+    /// The shortest fragment made (whole periods of at least this many launches).
+    min: usize,
 }
 
 /// A fragment predicted to come next: its trace id and the hashes of its launches.
@@ -58,11 +60,21 @@ impl Default for Detector {
             seen: vec![(0, usize::MAX); TABLE],
             launches: 0,
             candidates: [(0, 0); CANDIDATES],
+            min: MIN_FRAGMENT,
         }
     }
 }
 
 impl Detector {
+    /// A detector whose fragments are whole periods of at least `min` launches (at most
+    /// `MAX_FRAGMENT`).
+    pub(crate) fn with_min(min: usize) -> Detector {
+        Detector {
+            min: min.clamp(1, MAX_FRAGMENT),
+            ..Detector::default()
+        }
+    }
+
     /// Takes the next launch's hash; returns a prediction when a fragment has just repeated
     /// and `idle` (no fragment is open).
     pub(crate) fn observe(&mut self, hash: u64, idle: bool) -> Option<Prediction> {
@@ -90,7 +102,7 @@ impl Detector {
             return None;
         }
         let len = self.candidates.iter().find_map(|&(period, run)| {
-            let len = period.checked_mul(MIN_FRAGMENT.div_ceil(period.max(1)))?;
+            let len = period.checked_mul(self.min.div_ceil(period.max(1)))?;
             (period > 0 && len <= MAX_FRAGMENT && run >= len).then_some(len)
         })?;
         let expected: std::sync::Arc<[u64]> = (pos + 1 - len..=pos).map(|i| self.at(i)).collect();

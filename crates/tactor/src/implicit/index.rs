@@ -342,6 +342,13 @@ impl Replicated {
                 .index_launch(points, shared, arg, on_this_rank, task);
         }
         self.program.check_own(&shared.0);
+        if self.auto_takes() {
+            let hash = self.index_hash(points, shared, arg, &project, TypeId::of::<F>());
+            let shared = shared.clone();
+            let call =
+                move |p: &mut Replicated| p.index_launch(points, &shared, arg, project, task);
+            return self.auto_offer(hash, Box::new(call));
+        }
         let sig = Sig::Index {
             task: TypeId::of::<F>(),
             project: TypeId::of::<P>(),
@@ -385,7 +392,7 @@ impl Replicated {
     }
 
     /// The program constant `shared` as a projection sees it.
-    fn constant_ref<'a, S>(&self, shared: &'a Constant<S>) -> ConstRef<'a, S> {
+    pub(super) fn constant_ref<'a, S>(&self, shared: &'a Constant<S>) -> ConstRef<'a, S> {
         ConstRef(&**shared, self.program.id, PhantomData)
     }
 

@@ -3,6 +3,7 @@
 //! worker it names, and the runtime inserts the copies its declared accesses need
 //! ([`Replicated`]).
 
+mod auto;
 mod copies;
 mod script;
 #[cfg(test)]
@@ -118,6 +119,8 @@ pub struct Replicated {
     index_launches: u64,
     /// The traces, and the one open.
     pub(super) traces: script::Traces,
+    /// Automatic tracing of the program's calls, on several ranks, while on.
+    auto: Option<auto::Auto>,
     _port: OpenPort,
 }
 
@@ -178,6 +181,7 @@ impl Replicated {
             open: Vec::new(),
             index_launches: 0,
             traces: script::Traces::default(),
+            auto: None,
             _port: port,
         }
     }
@@ -197,6 +201,7 @@ impl Replicated {
     /// copies). Every rank makes it, with the same value, so every rank holds it until it is
     /// first written.
     pub fn region<T: Wire>(&mut self, worker: usize, value: T) -> Region<T> {
+        self.flush_auto();
         let r = self.program.region(value);
         let at = r.index() as usize;
         if self.shards.len() <= at {
@@ -223,6 +228,7 @@ impl Replicated {
     /// [`index_launch`](Replicated::index_launch) share. Every rank makes it, with the same
     /// value (each reads its own).
     pub fn constant<T: Send + Sync + 'static>(&mut self, value: T) -> Constant<T> {
+        self.flush_auto();
         self.program.constant(value)
     }
 
@@ -289,6 +295,15 @@ impl Replicated {
         A: Access,
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
+        if self.auto_takes() {
+            let mut declared = std::mem::take(&mut self.declared);
+            declared.clear();
+            access.declare(&mut declared);
+            let hash = Self::launch_hash(std::any::TypeId::of::<F>(), rank, at, &declared);
+            self.declared = declared;
+            let call = move |p: &mut Replicated| p.launch_at(rank, at, access, task);
+            return self.auto_offer(hash, Box::new(call));
+        }
         let sig = Sig::Launch {
             task: std::any::TypeId::of::<F>(),
             rank,
@@ -594,6 +609,7 @@ impl Replicated {
         f: impl FnOnce(&T) -> R,
     ) -> Result<R, TaskFailed> {
         assert!(!self.traces.is_open(), "Replicated::with inside a trace");
+        self.flush_auto();
         self.close(region.index());
         for rank in 0..self.job.ranks() {
             self.bring(region.index(), rank, Placement::Worker(0));
@@ -636,6 +652,7 @@ impl Replicated {
         if self.job.ranks() == 1 {
             return self.program.begin_trace(id);
         }
+        self.flush_auto();
         self.begin_script(id)
     }
 
@@ -677,9 +694,16 @@ impl Replicated {
         self.program.fence()
     }
 
-    /// Turns automatic tracing of this rank's program on or off ([`Program::auto_trace`]):
-    /// each rank finds the repeating fragments of its own share, the copies it sends and
-    /// receives included (their arrivals are the fragments' outside events).
+    /// Turns automatic tracing on or off ([`Program::auto_trace`]). On several ranks it finds
+    /// the repeating fragments of the program's own calls (launches and index launches, hashed
+    /// with every point's rank and accesses, so every rank decides alike) and runs each as a
+    /// trace of this program ([`begin_trace`](Self::begin_trace)): its script replays, so a
+    /// rank books only its own points and copies. A fragment's calls are held until it is
+    /// whole; the first call that breaks it, and [`with`](Self::with), [`finish`](Self::finish),
+    /// making a region or a constant, or a trace begun by hand, issue what is held, untraced
+    /// and in order (a [`fence`](Self::fence) does not cover held calls). A held index launch
+    /// projects its points again when issued: projections must give the same answer then, as
+    /// a replay requires of them anyway. In a job of one, this process's program traces itself.
     ///
     /// ```
     /// use tactor::implicit::{read, read_write, Replicated};
@@ -695,14 +719,33 @@ impl Replicated {
     ///     p.launch(0, (read(&x), read_write(&y)), |(x, y)| *y += *x);
     /// }
     /// assert_eq!(p.with(&y, |y| *y).unwrap(), 1000 * 1001 / 2);
-    /// assert!(p.local().auto_stats().fragments > 0);
+    /// assert!(p.auto_stats().fragments > 0);
     /// ```
     pub fn auto_trace(&mut self, on: bool) {
-        self.program.auto_trace(on);
+        if self.job.ranks() == 1 {
+            return self.program.auto_trace(on);
+        }
+        if !on {
+            self.flush_auto();
+            self.auto = None;
+        } else if self.auto.is_none() {
+            self.auto = Some(auto::Auto::default());
+        }
     }
 
-    /// Waits for every task this rank launched; the first failure, if one failed.
+    /// What automatic tracing did so far ([`Program::auto_stats`]): on several ranks, the
+    /// fragments of the program's calls that ran as traces of the replicated program.
+    pub fn auto_stats(&self) -> super::AutoStats {
+        match &self.auto {
+            Some(auto) => auto.stats,
+            None => self.program.auto_stats(),
+        }
+    }
+
+    /// Waits for every task this rank launched (a fragment automatic tracing holds is
+    /// issued first); the first failure, if one failed.
     pub fn finish(&mut self) -> Result<(), TaskFailed> {
+        self.flush_auto();
         self.program.finish()
     }
 
@@ -720,6 +763,16 @@ impl Replicated {
     /// This rank's program (its own launches, statistics).
     pub fn local(&self) -> &Program {
         &self.program
+    }
+}
+
+impl Drop for Replicated {
+    /// Issues what automatic tracing holds, as [`finish`](Replicated::finish) would: every
+    /// launch made runs (not while unwinding, when the program's calls stop where they are).
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.flush_auto();
+        }
     }
 }
 

@@ -223,6 +223,11 @@ impl Traces {
     pub(super) fn is_open(&self) -> bool {
         self.open.is_some()
     }
+
+    /// Whether the open trace is being recorded.
+    pub(super) fn is_recording(&self) -> bool {
+        matches!(self.open, Some(Open::Recording { .. }))
+    }
 }
 
 impl Replicated {

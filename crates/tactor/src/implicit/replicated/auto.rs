@@ -1,0 +1,170 @@
+//! Automatic tracing of a replicated program on several ranks: the program's own calls (its
+//! launches and index launches, the same on every rank) are what repeats, so the fragments
+//! are found here, above the copies, and each runs as a trace of the replicated program — a
+//! script on every rank ([`Replicated::begin_trace`]) — instead of each rank tracing only its
+//! own share while every rank still books every point of the job.
+//!
+//! The detector is the one-process program's ([`crate::implicit::Program::auto_trace`]), fed
+//! a hash of each call: its task's type, its rank and placement (or its projection's type and
+//! number of points) and the rank and accesses of every point, all of which every rank computes
+//! alike, so every rank makes the same decisions. A predicted fragment's calls are held, not
+//! issued, until the last one has come and matched: a script's replay sends and awaits copies
+//! as each call is replayed, which cannot be taken back. The first call that does not match
+//! issues the held ones one by one, untraced, in order (as does reading data back, making a
+//! region or a constant, or opening a trace by hand), so results never change.
+
+use super::super::access::{Access, Declared, Mode};
+use super::super::auto::{mix, Detector, Prediction};
+use super::super::region::Constant;
+use super::super::{signature, AutoStats, ConstRef};
+use super::Replicated;
+use crate::Placement;
+use std::any::TypeId;
+
+/// A call held in an open fragment: issues it (untraced, or inside the fragment's trace).
+pub(in crate::implicit) type Held = Box<dyn FnOnce(&mut Replicated) + Send>;
+
+/// The replicated program's automatic tracing, on several ranks.
+pub(super) struct Auto {
+    detector: Detector,
+    /// The fragment predicted to come next, with its calls held so far.
+    open: Option<(Prediction, Vec<Held>)>,
+    pub(super) stats: AutoStats,
+}
+
+/// The shortest fragment, in calls (whole periods of at least this many). Shorter than a
+/// process's [`MIN_FRAGMENT`](crate::implicit::MIN_FRAGMENT): a fragment's calls are held
+/// until it is whole, and what is held when the program ends (or reads data back) is issued
+/// untraced, so long fragments leave long untraced tails; a script's replay costs little per
+/// fragment besides. Measured on Task Bench's `auto` on 2 ranks (stencil, 1000 steps,
+/// `-iter 256`): 64 calls −23 % against 256 (32: −15 %). Under Miri, which interprets every
+/// call, 16.
+const FRAGMENT: usize = if cfg!(miri) { 16 } else { 64 };
+
+impl Default for Auto {
+    fn default() -> Auto {
+        Auto {
+            detector: Detector::with_min(FRAGMENT),
+            open: None,
+            stats: AutoStats::default(),
+        }
+    }
+}
+
+impl Replicated {
+    /// Whether automatic tracing takes the next call (it is on, no trace is open, and the call
+    /// is not one it issues itself: it is out of the program while it does).
+    pub(in crate::implicit) fn auto_takes(&self) -> bool {
+        self.auto.is_some() && !self.traces.is_open()
+    }
+
+    /// Takes a call whose hash is `hash`: holds it in the open fragment if it matches it
+    /// (running the fragment as a trace once whole), or issues it after whatever was held.
+    pub(in crate::implicit) fn auto_offer(&mut self, hash: u64, call: Held) {
+        let mut auto = self.auto.take().expect("automatic tracing is on");
+        if let Some((prediction, held)) = &mut auto.open {
+            if prediction.expected[held.len()] == hash {
+                held.push(call);
+                auto.detector.observe(hash, false);
+                if held.len() == prediction.expected.len() {
+                    // The prediction holds until a call breaks it: the next fragment opens
+                    // at once.
+                    let (id, calls) = (prediction.id, std::mem::take(held));
+                    let recorded = self.run_fragment(id, calls);
+                    auto.stats.fragments += 1;
+                    auto.stats.recorded += u64::from(recorded);
+                }
+                self.auto = Some(auto);
+                return;
+            }
+            self.issue_held(&mut auto);
+        }
+        call(self);
+        if let Some(prediction) = auto.detector.observe(hash, true) {
+            let n = prediction.expected.len();
+            auto.open = Some((prediction, Vec::with_capacity(n)));
+        }
+        self.auto = Some(auto);
+    }
+
+    /// Issues the calls an open fragment holds, untraced, and closes it.
+    pub(super) fn flush_auto(&mut self) {
+        if let Some(mut auto) = self.auto.take() {
+            self.issue_held(&mut auto);
+            self.auto = Some(auto);
+        }
+    }
+
+    fn issue_held(&mut self, auto: &mut Auto) {
+        if let Some((_, held)) = auto.open.take() {
+            auto.stats.fell_back += held.len() as u64;
+            for call in held {
+                call(self);
+            }
+        }
+    }
+
+    /// Runs a whole fragment's calls as trace `id`; returns whether this was its recording.
+    fn run_fragment(&mut self, id: u64, calls: Vec<Held>) -> bool {
+        self.begin_script(id)
+            .expect("no trace is open while automatic tracing holds a fragment");
+        let recording = self.traces.is_recording();
+        for call in calls {
+            call(self);
+        }
+        match self.end_script() {
+            Ok(done) => self.program.push_loose(done),
+            // Every call matched the prediction, point by point: only a hash collision or a
+            // rank whose own launches left its recording gets here, and the job is told.
+            Err(e) => panic!("automatic tracing replayed a fragment that differs: {e}"),
+        }
+        recording
+    }
+
+    /// The hash automatic tracing compares a launch by.
+    pub(super) fn launch_hash(
+        task: TypeId,
+        rank: usize,
+        at: Placement,
+        declared: &[Declared],
+    ) -> u64 {
+        mix(signature(task, at, declared, false), rank as u64)
+    }
+
+    /// The hash automatic tracing compares an index launch by: its task's and projection's
+    /// types, its constant, and each point's rank and accesses (`points` gives them in order).
+    pub(in crate::implicit) fn index_hash<S, X, A, P>(
+        &mut self,
+        points: u32,
+        shared: &Constant<S>,
+        arg: X,
+        project: &P,
+        task: TypeId,
+    ) -> u64
+    where
+        X: Copy,
+        A: Access,
+        P: Fn(ConstRef<'_, S>, X, u32) -> (usize, A) + 'static,
+    {
+        let mut declared = std::mem::take(&mut self.declared);
+        let start = [Declared {
+            region: shared.0.key,
+            mode: Mode::Constant,
+        }];
+        let mut h = mix(
+            signature(task, Placement::Any, &start, false),
+            u64::from(points),
+        );
+        for i in 0..points {
+            declared.clear();
+            let (rank, access) = project(self.constant_ref(shared), arg, i);
+            access.declare(&mut declared);
+            h = mix(
+                h,
+                Self::launch_hash(TypeId::of::<P>(), rank, Placement::Any, &declared),
+            );
+        }
+        self.declared = declared;
+        h
+    }
+}
