@@ -217,9 +217,9 @@ fn styles_matrix_on_two_and_three_ranks() {
 #[test]
 fn auto_matrix_on_two_and_three_ranks() {
     matrix("auto");
-    // Long enough for automatic tracing to find the repeating fragment (the copies the
-    // runtime inserts included) and replay it, on every rank: fragments are 256 launches or
-    // more.
+    // Long enough for automatic tracing to find the repeating fragment of the program's
+    // calls (whole periods of at least 64 calls on ranks) and replay its script, the copies
+    // the runtime inserts included, on every rank.
     same_as_one_process("auto", 2, 1, "-steps 600 -width 4 -type stencil_1d");
     same_as_one_process(
         "auto",
