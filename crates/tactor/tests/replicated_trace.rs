@@ -127,37 +127,52 @@ fn stencil_program(
     }
 }
 
-#[test]
-fn a_replay_from_the_same_record_replays_its_script_and_gets_the_serial_result() {
-    let steps = if cfg!(miri) { 9 } else { 41 };
+/// Runs the stencil untraced and in `style` for `steps` steps on each shape (ranks ×
+/// workers): both get the serial rows and accumulator on every rank, and `style` issues the
+/// copies the full bookkeeping issues; `more` checks the rest of each rank's run.
+fn against_untraced(
+    style: Style,
+    steps: usize,
+    shapes: &[(usize, usize)],
+    more: impl Fn(&str, &Run),
+) {
     let want = serial(steps);
     let acc: u64 = (1..=steps).map(|t| serial(t)[0]).fold(0, u64::wrapping_add);
-    let shapes: &[(usize, usize)] = if cfg!(miri) {
-        &[(2, 1)]
-    } else {
-        &[(2, 1), (3, 1), (2, 2), (3, 2)]
-    };
     for &(ranks, workers) in shapes {
         let run = |style| {
             Job::run_in_process(ranks, workers, move |rt, job| {
                 stencil_program(rt, job, style, steps)
             })
         };
-        let (untraced, traced) = (run(Style::Plain), run(Style::Traced));
-        for (rank, (plain, traced)) in untraced.into_iter().zip(traced).enumerate() {
-            let (plain, traced) = (plain.unwrap(), traced.unwrap());
+        let (plain, styled) = (run(Style::Plain), run(style));
+        for (rank, (plain, styled)) in plain.into_iter().zip(styled).enumerate() {
+            let (plain, styled) = (plain.unwrap(), styled.unwrap());
             let what = format!("{ranks} ranks × {workers}, rank {rank}");
             assert_eq!(plain.rows, want, "{what}, untraced");
-            assert_eq!(traced.rows, want, "{what}, traced");
-            assert_eq!((plain.acc, traced.acc), (acc, acc), "{what}");
+            assert_eq!(styled.rows, want, "{what}");
+            assert_eq!((plain.acc, styled.acc), (acc, acc), "{what}");
             // The scripts issued the copies the full bookkeeping issues.
-            assert_eq!(traced.copies, plain.copies, "{what}");
-            // Three starting records (nothing copied yet; copies fetched; copies sent
-            // eagerly), each recorded once; every later execution replayed its script.
-            assert_eq!(traced.recorded, 3, "{what}");
-            assert_eq!(traced.replays, steps as u64 / 2 - 3, "{what}");
+            assert_eq!(styled.copies, plain.copies, "{what}");
+            assert_eq!(plain.auto, Default::default(), "{what}");
+            more(&what, &styled);
         }
     }
+}
+
+#[test]
+fn a_replay_from_the_same_record_replays_its_script_and_gets_the_serial_result() {
+    let steps = if cfg!(miri) { 9 } else { 41 };
+    let shapes: &[(usize, usize)] = if cfg!(miri) {
+        &[(2, 1)]
+    } else {
+        &[(2, 1), (3, 1), (2, 2), (3, 2)]
+    };
+    against_untraced(Style::Traced, steps, shapes, |what, traced| {
+        // Three starting records (nothing copied yet; copies fetched; copies sent eagerly),
+        // each recorded once; every later execution replayed its script.
+        assert_eq!(traced.recorded, 3, "{what}");
+        assert_eq!(traced.replays, steps as u64 / 2 - 3, "{what}");
+    });
 }
 
 /// Automatic tracing on several ranks finds the stencil's repeating calls (an index launch
@@ -166,32 +181,16 @@ fn a_replay_from_the_same_record_replays_its_script_and_gets_the_serial_result()
 #[test]
 fn automatic_tracing_on_ranks_replays_scripts_and_gets_the_serial_result() {
     let steps = if cfg!(miri) { 40 } else { 201 };
-    let want = serial(steps);
-    let acc: u64 = (1..=steps).map(|t| serial(t)[0]).fold(0, u64::wrapping_add);
     let shapes: &[(usize, usize)] = if cfg!(miri) {
         &[(2, 1)]
     } else {
         &[(2, 1), (3, 2)]
     };
-    for &(ranks, workers) in shapes {
-        let run = |style| {
-            Job::run_in_process(ranks, workers, move |rt, job| {
-                stencil_program(rt, job, style, steps)
-            })
-        };
-        let (plain, auto) = (run(Style::Plain), run(Style::Auto));
-        for (rank, (plain, auto)) in plain.into_iter().zip(auto).enumerate() {
-            let (plain, auto) = (plain.unwrap(), auto.unwrap());
-            let what = format!("{ranks} ranks × {workers}, rank {rank}");
-            assert_eq!(auto.rows, want, "{what}");
-            assert_eq!(auto.acc, acc, "{what}");
-            assert_eq!(auto.copies, plain.copies, "{what}");
-            let s = auto.auto;
-            assert!(s.fragments >= 2 && s.recorded >= 1, "{what}: {s:?}");
-            assert!(auto.replays >= s.fragments - s.recorded, "{what}: {s:?}");
-            assert_eq!(plain.auto, Default::default(), "{what}");
-        }
-    }
+    against_untraced(Style::Auto, steps, shapes, |what, auto| {
+        let s = auto.auto;
+        assert!(s.fragments >= 2 && s.recorded >= 1, "{what}: {s:?}");
+        assert!(auto.replays >= s.fragments - s.recorded, "{what}: {s:?}");
+    });
 }
 
 /// Where the calls stop repeating in the middle of a fragment, and where data is read back
