@@ -4,14 +4,16 @@
 //! script on every rank ([`Replicated::begin_trace`]) — instead of each rank tracing only its
 //! own share while every rank still books every point of the job.
 //!
-//! The detector is the one-process program's ([`crate::implicit::Program::auto_trace`]), fed
-//! a hash of each call: its task's type, its rank and placement (or its projection's type and
-//! number of points) and the rank and accesses of every point, all of which every rank computes
-//! alike, so every rank makes the same decisions. A predicted fragment's calls are held, not
+//! The detector is the one-process program's ([`Program::auto_trace`]), fed a hash of each
+//! call: its task's type, its rank and placement (or its projection's type and number of
+//! points) and the rank and accesses of every point, all of which every rank computes alike,
+//! so every rank makes the same decisions. A predicted fragment's calls are held, not
 //! issued, until the last one has come and matched: a script's replay sends and awaits copies
 //! as each call is replayed, which cannot be taken back. The first call that does not match
 //! issues the held ones one by one, untraced, in order (as does reading data back, making a
 //! region or a constant, or opening a trace by hand), so results never change.
+//!
+//! [`Program::auto_trace`]: super::super::Program::auto_trace
 
 use super::super::access::{Access, Declared, Mode};
 use super::super::auto::{mix, Detector, Prediction};
@@ -52,6 +54,58 @@ impl Default for Auto {
 }
 
 impl Replicated {
+    /// Turns automatic tracing on or off ([`Program::auto_trace`]). On several ranks it finds
+    /// the repeating fragments of the program's own calls (launches and index launches, hashed
+    /// with every point's rank and accesses, so every rank decides alike) and runs each as a
+    /// trace of this program ([`begin_trace`](Self::begin_trace)): its script replays, so a
+    /// rank books only its own points and copies. A fragment's calls are held until it is
+    /// whole; the first call that breaks it, and [`with`](Self::with), [`finish`](Self::finish),
+    /// making a region or a constant, or a trace begun by hand, issue what is held, untraced
+    /// and in order (a [`fence`](Self::fence) does not cover held calls). A held index launch
+    /// projects its points again when issued: projections must give the same answer then, as
+    /// a replay requires of them anyway. In a job of one, this process's program traces itself.
+    ///
+    /// ```
+    /// use tactor::implicit::{read, read_write, Replicated};
+    /// use tactor::{job::Job, Runtime};
+    ///
+    /// let job = Job::launched().unwrap();
+    /// let rt = job.runtime(Runtime::builder().workers(1).pin(false)).unwrap();
+    /// let mut p = Replicated::new(&rt, &job);
+    /// p.auto_trace(true);
+    /// let (x, y) = (p.region(0, 0u64), p.region(0, 0u64));
+    /// for _ in 0..1000 {
+    ///     p.launch(0, read_write(&x), |x| *x += 1);
+    ///     p.launch(0, (read(&x), read_write(&y)), |(x, y)| *y += *x);
+    /// }
+    /// assert_eq!(p.with(&y, |y| *y).unwrap(), 1000 * 1001 / 2);
+    /// assert!(p.auto_stats().fragments > 0);
+    /// ```
+    ///
+    /// [`Program::auto_trace`]: super::super::Program::auto_trace
+    pub fn auto_trace(&mut self, on: bool) {
+        if self.job.ranks() == 1 {
+            return self.program.auto_trace(on);
+        }
+        if !on {
+            self.flush_auto();
+            self.auto = None;
+        } else if self.auto.is_none() {
+            self.auto = Some(Auto::default());
+        }
+    }
+
+    /// What automatic tracing did so far ([`Program::auto_stats`]): on several ranks, the
+    /// fragments of the program's calls that ran as traces of the replicated program.
+    ///
+    /// [`Program::auto_stats`]: super::super::Program::auto_stats
+    pub fn auto_stats(&self) -> AutoStats {
+        match &self.auto {
+            Some(auto) => auto.stats,
+            None => self.program.auto_stats(),
+        }
+    }
+
     /// Whether automatic tracing takes the next call (it is on, no trace is open, and the call
     /// is not one it issues itself: it is out of the program while it does).
     pub(in crate::implicit) fn auto_takes(&self) -> bool {
@@ -166,5 +220,15 @@ impl Replicated {
         }
         self.declared = declared;
         h
+    }
+}
+
+impl Drop for Replicated {
+    /// Issues what automatic tracing holds, as [`finish`](Replicated::finish) would: every
+    /// launch made runs (not while unwinding, when the program's calls stop where they are).
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.flush_auto();
+        }
     }
 }

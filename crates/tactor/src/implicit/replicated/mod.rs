@@ -694,54 +694,6 @@ impl Replicated {
         self.program.fence()
     }
 
-    /// Turns automatic tracing on or off ([`Program::auto_trace`]). On several ranks it finds
-    /// the repeating fragments of the program's own calls (launches and index launches, hashed
-    /// with every point's rank and accesses, so every rank decides alike) and runs each as a
-    /// trace of this program ([`begin_trace`](Self::begin_trace)): its script replays, so a
-    /// rank books only its own points and copies. A fragment's calls are held until it is
-    /// whole; the first call that breaks it, and [`with`](Self::with), [`finish`](Self::finish),
-    /// making a region or a constant, or a trace begun by hand, issue what is held, untraced
-    /// and in order (a [`fence`](Self::fence) does not cover held calls). A held index launch
-    /// projects its points again when issued: projections must give the same answer then, as
-    /// a replay requires of them anyway. In a job of one, this process's program traces itself.
-    ///
-    /// ```
-    /// use tactor::implicit::{read, read_write, Replicated};
-    /// use tactor::{job::Job, Runtime};
-    ///
-    /// let job = Job::launched().unwrap();
-    /// let rt = job.runtime(Runtime::builder().workers(1).pin(false)).unwrap();
-    /// let mut p = Replicated::new(&rt, &job);
-    /// p.auto_trace(true);
-    /// let (x, y) = (p.region(0, 0u64), p.region(0, 0u64));
-    /// for _ in 0..1000 {
-    ///     p.launch(0, read_write(&x), |x| *x += 1);
-    ///     p.launch(0, (read(&x), read_write(&y)), |(x, y)| *y += *x);
-    /// }
-    /// assert_eq!(p.with(&y, |y| *y).unwrap(), 1000 * 1001 / 2);
-    /// assert!(p.auto_stats().fragments > 0);
-    /// ```
-    pub fn auto_trace(&mut self, on: bool) {
-        if self.job.ranks() == 1 {
-            return self.program.auto_trace(on);
-        }
-        if !on {
-            self.flush_auto();
-            self.auto = None;
-        } else if self.auto.is_none() {
-            self.auto = Some(auto::Auto::default());
-        }
-    }
-
-    /// What automatic tracing did so far ([`Program::auto_stats`]): on several ranks, the
-    /// fragments of the program's calls that ran as traces of the replicated program.
-    pub fn auto_stats(&self) -> super::AutoStats {
-        match &self.auto {
-            Some(auto) => auto.stats,
-            None => self.program.auto_stats(),
-        }
-    }
-
     /// Waits for every task this rank launched (a fragment automatic tracing holds is
     /// issued first); the first failure, if one failed.
     pub fn finish(&mut self) -> Result<(), TaskFailed> {
@@ -763,16 +715,6 @@ impl Replicated {
     /// This rank's program (its own launches, statistics).
     pub fn local(&self) -> &Program {
         &self.program
-    }
-}
-
-impl Drop for Replicated {
-    /// Issues what automatic tracing holds, as [`finish`](Replicated::finish) would: every
-    /// launch made runs (not while unwinding, when the program's calls stop where they are).
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            self.flush_auto();
-        }
     }
 }
 
