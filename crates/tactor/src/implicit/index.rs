@@ -328,6 +328,14 @@ impl Replicated {
         P: Fn(ConstRef<'_, S>, X, u32) -> (usize, A) + Send + Sync + 'static,
         F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
     {
+        self.program.check_own(&shared.0);
+        if self.auto_takes() {
+            let hash = self.index_hash(points, shared, arg, &project, TypeId::of::<F>());
+            let shared = shared.clone();
+            let call =
+                move |p: &mut Replicated| p.index_launch(points, &shared, arg, project, task);
+            return self.auto_offer(hash, Box::new(call));
+        }
         if self.job().ranks() == 1 {
             // Nothing to copy; a reduction group of earlier launches closes first, and the
             // points' own reductions are the program's.
@@ -340,14 +348,6 @@ impl Replicated {
             return self
                 .program
                 .index_launch(points, shared, arg, on_this_rank, task);
-        }
-        self.program.check_own(&shared.0);
-        if self.auto_takes() {
-            let hash = self.index_hash(points, shared, arg, &project, TypeId::of::<F>());
-            let shared = shared.clone();
-            let call =
-                move |p: &mut Replicated| p.index_launch(points, &shared, arg, project, task);
-            return self.auto_offer(hash, Box::new(call));
         }
         let sig = Sig::Index {
             task: TypeId::of::<F>(),

@@ -1,8 +1,9 @@
-//! Automatic tracing of a replicated program on several ranks: the program's own calls (its
-//! launches and index launches, the same on every rank) are what repeats, so the fragments
-//! are found here, above the copies, and each runs as a trace of the replicated program — a
-//! script on every rank ([`Replicated::begin_trace`]) — instead of each rank tracing only its
-//! own share while every rank still books every point of the job.
+//! Automatic tracing of a replicated program: the program's own calls (its launches and index
+//! launches, the same on every rank) are what repeats, so the fragments are found here, above
+//! the copies, and each runs as a trace of the replicated program — a script on every rank
+//! ([`Replicated::begin_trace`]) — instead of each rank tracing only its own share while every
+//! rank still books every point of the job. In a job of one the trace is the process's own,
+//! where an index launch replays as one call instead of one launch per point.
 //!
 //! The detector is the one-process program's ([`Program::auto_trace`]), fed a hash of each
 //! call: its task's type, its rank and placement (or its projection's type and number of
@@ -26,7 +27,7 @@ use std::any::TypeId;
 /// A call held in an open fragment: issues it (untraced, or inside the fragment's trace).
 pub(in crate::implicit) type Held = Box<dyn FnOnce(&mut Replicated) + Send>;
 
-/// The replicated program's automatic tracing, on several ranks.
+/// The replicated program's automatic tracing.
 pub(super) struct Auto {
     detector: Detector,
     /// The fragment predicted to come next, with its calls held so far.
@@ -39,7 +40,8 @@ pub(super) struct Auto {
 /// until it is whole, and what is held when the program ends (or reads data back) is issued
 /// untraced, so long fragments leave long untraced tails; a script's replay costs little per
 /// fragment besides. Measured on Task Bench's `auto` on 2 ranks (stencil, 1000 steps,
-/// `-iter 256`): 64 calls −23 % against 256 (32: −15 %). Under Miri, which interprets every
+/// `-iter 256`): 64 calls −23 % against 256 (32: −15 %); in one process the stencil 64 −9 %
+/// against 256, four graphs of `nearest` alike within 3 %. Under Miri, which interprets every
 /// call, 16.
 const FRAGMENT: usize = if cfg!(miri) { 16 } else { 64 };
 
@@ -54,8 +56,8 @@ impl Default for Auto {
 }
 
 impl Replicated {
-    /// Turns automatic tracing on or off ([`Program::auto_trace`]). On several ranks it finds
-    /// the repeating fragments of the program's own calls (launches and index launches, hashed
+    /// Turns automatic tracing on or off ([`Program::auto_trace`] one level up). It finds the
+    /// repeating fragments of the program's own calls (launches and index launches, hashed
     /// with every point's rank and accesses, so every rank decides alike) and runs each as a
     /// trace of this program ([`begin_trace`](Self::begin_trace)): its script replays, so a
     /// rank books only its own points and copies. A fragment's calls are held until it is
@@ -63,7 +65,8 @@ impl Replicated {
     /// making a region or a constant, or a trace begun by hand, issue what is held, untraced
     /// and in order (a [`fence`](Self::fence) does not cover held calls). A held index launch
     /// projects its points again when issued: projections must give the same answer then, as
-    /// a replay requires of them anyway. In a job of one, this process's program traces itself.
+    /// a replay requires of them anyway. In a job of one the trace is the process's program's
+    /// own (an index launch then replays as one call, not a launch per point).
     ///
     /// ```
     /// use tactor::implicit::{read, read_write, Replicated};
@@ -84,9 +87,6 @@ impl Replicated {
     ///
     /// [`Program::auto_trace`]: super::super::Program::auto_trace
     pub fn auto_trace(&mut self, on: bool) {
-        if self.job.ranks() == 1 {
-            return self.program.auto_trace(on);
-        }
         if !on {
             self.flush_auto();
             self.auto = None;
@@ -95,8 +95,8 @@ impl Replicated {
         }
     }
 
-    /// What automatic tracing did so far ([`Program::auto_stats`]): on several ranks, the
-    /// fragments of the program's calls that ran as traces of the replicated program.
+    /// What automatic tracing did so far ([`Program::auto_stats`]): the fragments of the
+    /// program's calls that ran as traces of the replicated program.
     ///
     /// [`Program::auto_stats`]: super::super::Program::auto_stats
     pub fn auto_stats(&self) -> AutoStats {
@@ -109,7 +109,7 @@ impl Replicated {
     /// Whether automatic tracing takes the next call (it is on, no trace is open, and the call
     /// is not one it issues itself: it is out of the program while it does).
     pub(in crate::implicit) fn auto_takes(&self) -> bool {
-        self.auto.is_some() && !self.traces.is_open()
+        self.auto.is_some() && !self.traces.is_open() && !self.program.manual_trace_open()
     }
 
     /// Takes a call whose hash is `hash`: holds it in the open fragment if it matches it
@@ -160,13 +160,16 @@ impl Replicated {
 
     /// Runs a whole fragment's calls as trace `id`; returns whether this was its recording.
     fn run_fragment(&mut self, id: u64, calls: Vec<Held>) -> bool {
-        self.begin_script(id)
+        self.begin_trace(id)
             .expect("no trace is open while automatic tracing holds a fragment");
-        let recording = self.traces.is_recording();
+        let recording = match self.job.ranks() {
+            1 => self.program.traces.is_recording(),
+            _ => self.traces.is_recording(),
+        };
         for call in calls {
             call(self);
         }
-        match self.end_script() {
+        match self.end_trace() {
             Ok(done) => self.program.push_loose(done),
             // Every call matched the prediction, point by point: only a hash collision or a
             // rank whose own launches left its recording gets here, and the job is told.
