@@ -419,3 +419,34 @@ fn a_trace_that_writes_over_an_open_reduction_gets_the_serial_result() {
         assert_eq!(run.unwrap(), (seen, 1000 * (rounds - 1)), "rank {rank}");
     }
 }
+
+/// Automatic tracing over rounds that reduce over ranks, read the total on one rank and
+/// reset it on another: the fragments reduce over ranks (replayed with the bookkeeping in
+/// full), and every round's total is the serial one.
+#[test]
+fn automatic_tracing_over_reductions_across_ranks_gets_the_serial_totals() {
+    use tactor::implicit::{reduce, Sum};
+    let rounds: u64 = if cfg!(miri) { 12 } else { 120 };
+    let runs = Job::run_in_process(2, 1, move |rt, job| {
+        let mut p = Replicated::new(rt, job);
+        p.auto_trace(true);
+        let total = p.region(0, 0u64);
+        let seen = p.region(1, 0u64);
+        for k in 0..rounds {
+            for w in 0..p.workers() {
+                p.launch(w, reduce::<Sum, _>(&total), move |mut s| {
+                    s.apply(k + w as u64)
+                });
+            }
+            p.launch(1, (read(&total), read_write(&seen)), |(t, s)| *s += *t);
+            p.launch(0, write(&total), |t| *t = 0);
+        }
+        (p.with(&seen, |s| *s).unwrap(), p.auto_stats())
+    });
+    let seen: u64 = (0..rounds).map(|k| 2 * k + 1).sum();
+    for (rank, run) in runs.into_iter().enumerate() {
+        let (got, stats) = run.unwrap();
+        assert_eq!(got, seen, "rank {rank}");
+        assert!(stats.fragments > 0, "rank {rank}: {stats:?}");
+    }
+}
