@@ -450,3 +450,32 @@ fn automatic_tracing_over_reductions_across_ranks_gets_the_serial_totals() {
         assert!(stats.fragments > 0, "rank {rank}: {stats:?}");
     }
 }
+
+/// A trace begun by hand while automatic tracing holds calls runs after them: the held calls
+/// are issued first, in order, in a job of one as on ranks.
+#[test]
+fn a_trace_begun_by_hand_runs_after_the_calls_automatic_tracing_holds() {
+    let rounds = if cfg!(miri) { 40 } else { 100 };
+    for ranks in [1, 2] {
+        let runs = Job::run_in_process(ranks, 1, move |rt, job| {
+            let mut p = Replicated::new(rt, job);
+            p.auto_trace(true);
+            let x = p.region(0, 1u64);
+            for _ in 0..rounds {
+                p.launch(0, read_write(&x), |x| {
+                    *x = x.wrapping_mul(3).wrapping_add(1)
+                });
+            }
+            p.begin_trace(9).unwrap();
+            p.launch(0, read_write(&x), |x| *x = x.wrapping_add(1000));
+            p.end_trace().unwrap();
+            (p.with(&x, |x| *x).unwrap(), p.auto_stats())
+        });
+        let want = (0..rounds).fold(1u64, |x, _| x.wrapping_mul(3).wrapping_add(1));
+        for (rank, run) in runs.into_iter().enumerate() {
+            let (got, stats) = run.unwrap();
+            assert_eq!(got, want.wrapping_add(1000), "{ranks} ranks, rank {rank}");
+            assert!(stats.fell_back > 0, "{ranks} ranks, rank {rank}: {stats:?}");
+        }
+    }
+}

@@ -119,7 +119,7 @@ pub struct Replicated {
     index_launches: u64,
     /// The traces, and the one open.
     pub(super) traces: script::Traces,
-    /// Automatic tracing of the program's calls, on several ranks, while on.
+    /// Automatic tracing of the program's calls, while on.
     auto: Option<auto::Auto>,
     _port: OpenPort,
 }
@@ -649,10 +649,10 @@ impl Replicated {
     /// assert_eq!(p.with(&y, |y| *y).unwrap(), 2046);
     /// ```
     pub fn begin_trace(&mut self, id: u64) -> Result<(), TraceError> {
+        self.flush_auto();
         if self.job.ranks() == 1 {
             return self.program.begin_trace(id);
         }
-        self.flush_auto();
         self.begin_script(id)
     }
 
