@@ -24,7 +24,8 @@
 //! **Automatic tracing** ([`Program::auto_trace`]) finds repeated fragments in the stream of
 //! launches by itself and traces them, falling back to launch-by-launch analysis at the first
 //! launch that breaks the pattern, so it never changes results (`auto.rs` says how it decides
-//! and what it costs).
+//! and what it costs). [`Replicated::auto_trace`] does the same one level up, on the
+//! program's calls (an index launch is one), the same on every rank of a job.
 //!
 //! ```
 //! use tactor::implicit::{read, read_write, write, Program};
