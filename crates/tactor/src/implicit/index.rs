@@ -330,11 +330,7 @@ impl Replicated {
     {
         self.program.check_own(&shared.0);
         if self.auto_takes() {
-            let hash = self.index_hash(points, shared, arg, &project, TypeId::of::<F>());
-            let shared = shared.clone();
-            let call =
-                move |p: &mut Replicated| p.index_launch(points, &shared, arg, project, task);
-            return self.auto_offer(hash, Box::new(call));
+            return self.offer_index(points, shared, arg, project, task);
         }
         if self.job().ranks() == 1 {
             // Nothing to copy; a reduction group of earlier launches closes first, and the

@@ -25,7 +25,7 @@ use crate::Placement;
 use std::any::TypeId;
 
 /// A call held in an open fragment: issues it (untraced, or inside the fragment's trace).
-pub(in crate::implicit) type Held = Box<dyn FnOnce(&mut Replicated) + Send>;
+type Held = Box<dyn FnOnce(&mut Replicated) + Send>;
 
 /// The replicated program's automatic tracing.
 pub(super) struct Auto {
@@ -100,10 +100,9 @@ impl Replicated {
     ///
     /// [`Program::auto_stats`]: super::super::Program::auto_stats
     pub fn auto_stats(&self) -> AutoStats {
-        match &self.auto {
-            Some(auto) => auto.stats,
-            None => self.program.auto_stats(),
-        }
+        self.auto
+            .as_ref()
+            .map_or_else(AutoStats::default, |auto| auto.stats)
     }
 
     /// Whether automatic tracing takes the next call (it is on, no trace is open, and the call
@@ -114,7 +113,7 @@ impl Replicated {
 
     /// Takes a call whose hash is `hash`: holds it in the open fragment if it matches it
     /// (running the fragment as a trace once whole), or issues it after whatever was held.
-    pub(in crate::implicit) fn auto_offer(&mut self, hash: u64, call: Held) {
+    fn auto_offer(&mut self, hash: u64, call: Held) {
         let mut auto = self.auto.take().expect("automatic tracing is on");
         if let Some((prediction, held)) = &mut auto.open {
             if prediction.expected[held.len()] == hash {
@@ -178,52 +177,64 @@ impl Replicated {
         recording
     }
 
-    /// The hash automatic tracing compares a launch by.
-    pub(super) fn launch_hash(
-        task: TypeId,
-        rank: usize,
-        at: Placement,
-        declared: &[Declared],
-    ) -> u64 {
-        mix(signature(task, at, declared, false), rank as u64)
+    /// Takes a launch of `task` on `rank` at `at` (see [`auto_offer`](Self::auto_offer)),
+    /// hashed by its task's type, rank, placement and accesses.
+    pub(super) fn offer_launch<A, F>(&mut self, rank: usize, at: Placement, access: A, task: F)
+    where
+        A: Access,
+        F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+    {
+        let mut declared = std::mem::take(&mut self.declared);
+        declared.clear();
+        access.declare(&mut declared);
+        let hash = launch_hash(TypeId::of::<F>(), rank, at, &declared);
+        self.declared = declared;
+        let call = move |p: &mut Replicated| p.launch_at(rank, at, access, task);
+        self.auto_offer(hash, Box::new(call));
     }
 
-    /// The hash automatic tracing compares an index launch by: its task's and projection's
-    /// types, its constant, and each point's rank and accesses (`points` gives them in order).
-    pub(in crate::implicit) fn index_hash<S, X, A, P>(
+    /// Takes an index launch (see [`auto_offer`](Self::auto_offer)), hashed by its task's and
+    /// projection's types, its constant, and each point's rank and accesses.
+    pub(in crate::implicit) fn offer_index<S, X, A, P, F>(
         &mut self,
         points: u32,
         shared: &Constant<S>,
         arg: X,
-        project: &P,
-        task: TypeId,
-    ) -> u64
-    where
-        X: Copy,
+        project: P,
+        task: F,
+    ) where
+        S: Send + Sync + 'static,
+        X: Copy + Send + Sync + 'static,
         A: Access,
-        P: Fn(ConstRef<'_, S>, X, u32) -> (usize, A) + 'static,
+        P: Fn(ConstRef<'_, S>, X, u32) -> (usize, A) + Send + Sync + 'static,
+        F: for<'a> Fn(&S, X, u32, A::Ref<'a>) + Send + Sync + 'static,
     {
         let mut declared = std::mem::take(&mut self.declared);
         let start = [Declared {
             region: shared.0.key,
             mode: Mode::Constant,
         }];
-        let mut h = mix(
-            signature(task, Placement::Any, &start, false),
+        let mut hash = mix(
+            signature(TypeId::of::<F>(), Placement::Any, &start, false),
             u64::from(points),
         );
         for i in 0..points {
             declared.clear();
             let (rank, access) = project(self.constant_ref(shared), arg, i);
             access.declare(&mut declared);
-            h = mix(
-                h,
-                Self::launch_hash(TypeId::of::<P>(), rank, Placement::Any, &declared),
-            );
+            let point = launch_hash(TypeId::of::<P>(), rank, Placement::Any, &declared);
+            hash = mix(hash, point);
         }
         self.declared = declared;
-        h
+        let shared = shared.clone();
+        let call = move |p: &mut Replicated| p.index_launch(points, &shared, arg, project, task);
+        self.auto_offer(hash, Box::new(call));
     }
+}
+
+/// The hash automatic tracing compares a launch (or an index launch's point) by.
+fn launch_hash(task: TypeId, rank: usize, at: Placement, declared: &[Declared]) -> u64 {
+    mix(signature(task, at, declared, false), rank as u64)
 }
 
 impl Drop for Replicated {

@@ -296,13 +296,7 @@ impl Replicated {
         F: for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
     {
         if self.auto_takes() {
-            let mut declared = std::mem::take(&mut self.declared);
-            declared.clear();
-            access.declare(&mut declared);
-            let hash = Self::launch_hash(std::any::TypeId::of::<F>(), rank, at, &declared);
-            self.declared = declared;
-            let call = move |p: &mut Replicated| p.launch_at(rank, at, access, task);
-            return self.auto_offer(hash, Box::new(call));
+            return self.offer_launch(rank, at, access, task);
         }
         let sig = Sig::Launch {
             task: std::any::TypeId::of::<F>(),
