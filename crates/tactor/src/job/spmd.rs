@@ -5,7 +5,7 @@
 //! value and rank, sent when the value is ready, carrying the value (or the failure that
 //! poisoned it, so that poison crosses ranks too).
 
-use super::rendezvous::Rendezvous;
+use super::rendezvous::{Opener, Rendezvous, Sequential};
 use super::Wire;
 use super::{Job, OpenPort, PORT_FUTURES};
 use crate::countdown::Outcome;
@@ -138,7 +138,7 @@ pub struct Spmd {
     job: Arc<Job>,
     local: usize,
     next: u64,
-    inbox: Arc<Rendezvous<u64>>,
+    inbox: Arc<Rendezvous<u64, Opener, Sequential>>,
     /// This rank's values on their way to other ranks: a rank must not end (its runtime
     /// cancelling them) while another waits for their messages.
     sends: Arc<Inflight>,
