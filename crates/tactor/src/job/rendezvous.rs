@@ -170,43 +170,27 @@ mod tests {
         );
     }
 
-    /// Arrivals and expectations of the same keys race from two threads, in opposite orders:
-    /// every opener runs once with its own bytes, nothing is left in the table.
-    #[test]
-    fn racing_arrivals_and_expectations_lose_nothing() {
-        let n = if cfg!(miri) { 50 } else { 20_000 };
-        let r = Arc::new(Rendezvous::<usize>::default());
-        let got = Arc::new(Mutex::new(vec![None; n]));
-        std::thread::scope(|s| {
-            let (ra, rb, g) = (r.clone(), r.clone(), got.clone());
-            s.spawn(move || (0..n).for_each(|k| ra.arrive(k, (k as u32).to_le_bytes().to_vec())));
-            s.spawn(move || (0..n).rev().for_each(|k| rb.expect(k, recorder(&g, k))));
-        });
-        let got = got.lock().unwrap();
-        for (k, g) in got.iter().enumerate() {
-            assert_eq!(g, &Some(Ok((k as u32).to_le_bytes().to_vec())), "key {k}");
-        }
-        let t = r.table();
-        assert!(t.waiting.is_empty() && t.early.is_empty());
-    }
-
-    /// Values numbered in order, expected in a scrambled order and arriving from another
-    /// thread in yet another: with the hash that keeps neighbouring numbers together, every
-    /// opener still runs once with its own bytes.
-    #[test]
-    fn numbered_keys_meet_their_openers_under_the_sequential_hash() {
-        // 7 and 13 are coprime to n: every key once on each side.
-        let n = if cfg!(miri) { 40 } else { 20_000u64 };
-        let r = Arc::new(Rendezvous::<u64, Opener, Sequential>::default());
+    /// Keys 0..n arrive from one thread and are expected on another, in the orders `arrive`
+    /// and `expect` give (the `k`-th key of each side): every opener runs once with its own
+    /// bytes, and nothing is left in the table.
+    fn race<S: BuildHasher + Default + Send + Sync>(
+        n: u64,
+        arrive: fn(u64, u64) -> u64,
+        expect: fn(u64, u64) -> u64,
+    ) {
+        let r = Arc::new(Rendezvous::<u64, Opener, S>::default());
         let got = Arc::new(Mutex::new(vec![None; n as usize]));
         std::thread::scope(|s| {
             let (ra, rb, g) = (r.clone(), r.clone(), got.clone());
-            // Every key once, in a different order on each side (a stride coprime to n).
             s.spawn(move || {
-                (0..n).for_each(|k| ra.arrive(k * 7 % n, (k * 7 % n).to_le_bytes().to_vec()))
+                (0..n)
+                    .map(|k| arrive(k, n))
+                    .for_each(|k| ra.arrive(k, k.to_le_bytes().to_vec()))
             });
             s.spawn(move || {
-                (0..n).for_each(|k| rb.expect(k * 13 % n, recorder(&g, (k * 13 % n) as usize)))
+                (0..n)
+                    .map(|k| expect(k, n))
+                    .for_each(|k| rb.expect(k, recorder(&g, k as usize)))
             });
         });
         let got = got.lock().unwrap();
@@ -215,6 +199,22 @@ mod tests {
         }
         let t = r.table();
         assert!(t.waiting.is_empty() && t.early.is_empty());
+    }
+
+    /// Arrivals and expectations of the same keys race from two threads, in opposite orders.
+    #[test]
+    fn racing_arrivals_and_expectations_lose_nothing() {
+        let n = if cfg!(miri) { 50 } else { 20_000 };
+        race::<FxBuildHasher>(n, |k, _| k, |k, n| n - 1 - k);
+    }
+
+    /// Values numbered in order, expected in one scrambled order and arriving in another,
+    /// under the hash that keeps neighbouring numbers together.
+    #[test]
+    fn numbered_keys_meet_their_openers_under_the_sequential_hash() {
+        // 7 and 13 are coprime to n: each side takes every key once.
+        let n = if cfg!(miri) { 40 } else { 20_000 };
+        race::<Sequential>(n, |k, n| k * 7 % n, |k, n| k * 13 % n);
     }
 
     /// The sequential hash keeps a key's low bits (neighbours in neighbouring buckets) and
