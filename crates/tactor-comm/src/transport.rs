@@ -88,6 +88,29 @@ pub trait Transport: Send + Sync {
     /// network's lock). Returns whether anything completed.
     fn progress(&self, channel: usize) -> bool;
 
+    /// [`Transport::progress`], offering each message read in place (on the node, where its
+    /// sender wrote it) to `offer` first: its source, port and payload, with no copy and no
+    /// queue. One that `offer` takes (`true`) never reaches the completion queue; one it
+    /// declines is queued as `progress` queues it. A message taken here passes those of other
+    /// ports already queued, so `offer` suits messages that need no order among themselves
+    /// (keyed ones). The default offers nothing and progresses.
+    ///
+    /// ```
+    /// use tactor_comm::{loopback::Loopback, Transport};
+    ///
+    /// let t = Loopback::world(1, 1).remove(0);
+    /// t.send(0, 0, 7, b"hi".to_vec(), None).unwrap();
+    /// t.progress_offering(0, &mut |_source, _port, _data| true);
+    /// assert!(t.completions(0).pop().is_some(), "a loopback offers nothing in place");
+    /// ```
+    fn progress_offering(
+        &self,
+        channel: usize,
+        _offer: &mut dyn FnMut(usize, u16, &[u8]) -> bool,
+    ) -> bool {
+        self.progress(channel)
+    }
+
     /// Offers the oldest inline message from `source` on `channel` that has not been
     /// progressed into the completion queue yet to `want` (its port and payload, in place, no
     /// copy and no queue): `Some(true)` if `want` took it, `Some(false)` if it declined (the

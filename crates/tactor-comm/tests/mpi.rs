@@ -165,10 +165,12 @@ fn large_messages_arrive_on_channels_progressed_in_turn() {
     );
 }
 
-/// Each rank sends the other `count` numbered messages; the receiver takes some in place
-/// (`take_inline`, declining the rest there) and the others through progress and the
-/// completion queue: every message arrives exactly once, intact, whichever way it came.
-fn taken_in_place_or_queued(net: &MpiTransport, count: u64) -> usize {
+/// Each rank sends the other `count` numbered messages; the receiver takes a third in place
+/// as it waits for them (`take_inline`), a third as its progress reads them
+/// (`progress_offering`), and the rest through the completion queue (both decline them):
+/// every message arrives exactly once, intact, whichever way it came. Returns how many each
+/// in-place way took.
+fn taken_in_place_or_queued(net: &MpiTransport, count: u64) -> (usize, usize) {
     use tactor_comm::{Completion, Transport};
     let other = 1 - net.rank();
     let payload = |i: u64| -> Vec<u8> { (0..40).map(|k| (i as u8).wrapping_mul(7) ^ k).collect() };
@@ -177,21 +179,19 @@ fn taken_in_place_or_queued(net: &MpiTransport, count: u64) -> usize {
         data.extend(payload(i));
         net.send(0, other, 5, data, None).unwrap();
     }
-    let mut seen = vec![false; count as usize];
-    let mut record = |data: &[u8]| {
+    let seen = std::cell::RefCell::new(vec![false; count as usize]);
+    let record = |data: &[u8]| {
         let i = u64::from_le_bytes(data[..8].try_into().unwrap());
         assert_eq!(data[8..], payload(i), "message {i} corrupted");
-        assert!(
-            !std::mem::replace(&mut seen[i as usize], true),
-            "message {i} twice"
-        );
+        let was = std::mem::replace(&mut seen.borrow_mut()[i as usize], true);
+        assert!(!was, "message {i} twice");
     };
-    let (mut got, mut in_place) = (0, 0);
+    let third = |data: &[u8]| u64::from_le_bytes(data[..8].try_into().unwrap()) % 3;
+    let (mut got, mut waited, mut offered) = (0, 0, 0);
     while got < count {
-        // Every third message is left for the queue (offered and declined first).
         let mut want = |port: u16, data: &[u8]| {
             assert_eq!(port, 5);
-            let take = u64::from_le_bytes(data[..8].try_into().unwrap()) % 3 != 0;
+            let take = third(data) == 1;
             if take {
                 record(data);
             }
@@ -199,10 +199,20 @@ fn taken_in_place_or_queued(net: &MpiTransport, count: u64) -> usize {
         };
         if net.take_inline(0, other, &mut want) == Some(true) {
             got += 1;
-            in_place += 1;
+            waited += 1;
             continue;
         }
-        net.progress(0);
+        let mut offer = |source: usize, port: u16, data: &[u8]| {
+            assert_eq!((source, port), (other, 5));
+            let take = third(data) == 2;
+            if take {
+                record(data);
+                offered += 1;
+                got += 1;
+            }
+            take
+        };
+        net.progress_offering(0, &mut offer);
         while let Some(c) = net.completions(0).pop() {
             if let Completion::Received(m) = c {
                 assert_eq!((m.source, m.port), (other, 5));
@@ -211,23 +221,27 @@ fn taken_in_place_or_queued(net: &MpiTransport, count: u64) -> usize {
             }
         }
     }
-    assert!(seen.iter().all(|&s| s));
+    assert!(seen.borrow().iter().all(|&s| s));
     net.barrier(&mut || {
         net.progress(0);
         true
     })
     .unwrap();
-    in_place
+    (waited, offered)
 }
 
 #[test]
 fn messages_taken_in_place_arrive_exactly_once() {
     under_mpirun("messages_taken_in_place_arrive_exactly_once", 2, || {
         let net = MpiTransport::init(1).unwrap();
-        let in_place = taken_in_place_or_queued(&net, 3000);
-        // Through the rings most are offered in place (a progress call may have moved some
-        // to the queue first).
-        assert!(in_place > 0, "no message was taken in place");
+        let (waited, offered) = taken_in_place_or_queued(&net, 3000);
+        // Through the rings many are read in place each way (a progress call may have moved
+        // some of the first kind to the queue first).
+        assert!(
+            waited > 0,
+            "no message was taken in place by a waiting receiver"
+        );
+        assert!(offered > 0, "no message was taken in place by progress");
     });
 }
 
@@ -239,7 +253,7 @@ fn without_the_node_path_nothing_is_offered_in_place() {
         "0",
         || {
             let net = MpiTransport::init(1).unwrap();
-            assert_eq!(taken_in_place_or_queued(&net, 500), 0);
+            assert_eq!(taken_in_place_or_queued(&net, 500), (0, 0));
         },
     );
 }

@@ -348,10 +348,15 @@ impl Channel {
     /// See [`crate::Transport::progress`]. The node-local path first: it costs a read per
     /// ring when nothing came, where a look at MPI costs a pass through its progress engine.
     pub fn progress(&self) -> bool {
+        self.progress_offering(&mut |_, _, _| false)
+    }
+
+    /// See [`crate::Transport::progress_offering`].
+    pub fn progress_offering(&self, offer: &mut dyn FnMut(usize, u16, &[u8]) -> bool) -> bool {
         let Some(lane) = &self.lane else {
             return self.progress_mpi();
         };
-        let (got, look) = lane.progress(&self.cq);
+        let (got, look) = lane.progress(&self.cq, offer);
         let mpi_due =
             self.in_flight.load(Ordering::Relaxed) > 0 || look || !(got || lane.whole_job());
         if mpi_due {

@@ -272,6 +272,15 @@ impl Transport for MpiTransport {
         self.channel(channel).progress()
     }
 
+    #[inline]
+    fn progress_offering(
+        &self,
+        channel: usize,
+        offer: &mut dyn FnMut(usize, u16, &[u8]) -> bool,
+    ) -> bool {
+        self.channel(channel).progress_offering(offer)
+    }
+
     fn completions(&self, channel: usize) -> &CompletionQueue {
         self.channel(channel).completions()
     }

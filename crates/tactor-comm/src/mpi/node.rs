@@ -398,7 +398,11 @@ impl Lane {
 
     /// Writes what waits and delivers what arrived: whether anything happened, and whether
     /// this call is the channel's turn to look at MPI as well (every `MPI_EVERY`th).
-    pub(super) fn progress(&self, source_cq: &CompletionQueue) -> (bool, bool) {
+    pub(super) fn progress(
+        &self,
+        source_cq: &CompletionQueue,
+        offer: &mut dyn FnMut(usize, u16, &[u8]) -> bool,
+    ) -> (bool, bool) {
         let mut any = false;
         if self.waiting() > 0 {
             if let Some(mut out) = self.out.try_lock() {
@@ -423,15 +427,18 @@ impl Lane {
         }
         if let Some(mut inc) = self.inc.try_lock() {
             for (s, ring) in inc.iter_mut().enumerate() {
+                let source = self.world[s];
                 for _ in 0..BATCH {
-                    let Some((port, data)) = ring.pop() else {
-                        break;
+                    let mut take = |port, data: &[u8]| {
+                        if !offer(source, port, data) {
+                            let data = data.to_vec();
+                            source_cq.push(Completion::Received(Message { source, port, data }));
+                        }
+                        true
                     };
-                    source_cq.push(Completion::Received(Message {
-                        source: self.world[s],
-                        port,
-                        data,
-                    }));
+                    if ring.take_with(&mut take).is_none() {
+                        break;
+                    }
                     any = true;
                 }
             }

@@ -489,7 +489,17 @@ impl Job {
                 None if progressed => break,
                 None => {
                     progressed = true;
-                    self.net.progress(channel);
+                    if self.ports.any_in_place() {
+                        let mut offer = |source, port: u16, data: &[u8]| {
+                            let h = self.ports.in_place_handler(port);
+                            let taken = h.map(|h| h(source, data)).is_some();
+                            arrived += usize::from(taken);
+                            taken
+                        };
+                        self.net.progress_offering(channel, &mut offer);
+                    } else {
+                        self.net.progress(channel);
+                    }
                     match cq.pop() {
                         Some(c) => c,
                         None => break,

@@ -9,6 +9,10 @@ use tactor_comm::Message;
 /// What a port hands each message to.
 pub type Handler = Arc<dyn Fn(Message) + Send + Sync>;
 
+/// What a port whose messages are read in place hands each one to: its source and its bytes,
+/// where the sender wrote them on the node (or in the network's buffer otherwise).
+pub(crate) type InPlace = Arc<dyn Fn(usize, &[u8]) + Send + Sync>;
+
 #[derive(Default)]
 pub(super) struct Ports {
     /// By port number; grown as ports open.
@@ -18,11 +22,27 @@ pub(super) struct Ports {
     parked: Mutex<Vec<Message>>,
     /// `parked.len()`, read without the lock by those who look for their messages often.
     parked_count: AtomicUsize,
+    /// By port number, the handlers that take messages in place (those ports have a
+    /// `handlers` entry too, for messages that arrive in a buffer).
+    in_place: RwLock<Vec<Option<InPlace>>>,
+    in_place_open: AtomicUsize,
 }
 
 impl Ports {
     pub(super) fn any_open(&self) -> bool {
         self.open.load(Ordering::Acquire) > 0
+    }
+
+    pub(super) fn any_in_place(&self) -> bool {
+        self.in_place_open.load(Ordering::Acquire) > 0
+    }
+
+    /// The handler that reads `port`'s messages in place, if one does. Called outside the
+    /// table's lock: what a message sets off (a task's poison dropping its closure) may
+    /// close a port.
+    pub(super) fn in_place_handler(&self, port: u16) -> Option<InPlace> {
+        let h = self.in_place.read().unwrap_or_else(PoisonError::into_inner);
+        h.get(usize::from(port)).and_then(Clone::clone)
     }
 
     /// Hands `m` to its port's handler, or parks it.
@@ -75,6 +95,16 @@ impl std::fmt::Debug for OpenPort {
 impl Drop for OpenPort {
     fn drop(&mut self) {
         let ports = &self.job.ports;
+        let mut in_place = ports
+            .in_place
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(h) = in_place.get_mut(self.port as usize) {
+            if h.take().is_some() {
+                ports.in_place_open.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        drop(in_place);
         let mut h = ports
             .handlers
             .write()
@@ -146,9 +176,70 @@ impl Job {
         })
     }
 
+    /// [`Job::open_reserved`] for a port whose messages `handler` reads in place where they
+    /// arrive on the node, with no buffer and no queue of their own: they must need no order
+    /// among themselves (see [`tactor_comm::Transport::progress_offering`]). Those that come
+    /// in a buffer (from another node, or before the port opened) go to `handler` too.
+    pub(crate) fn open_reserved_in_place(
+        self: &Arc<Self>,
+        port: u16,
+        handler: InPlace,
+    ) -> Result<OpenPort, JobError> {
+        let buffered = handler.clone();
+        let open = self.open_reserved(port, Arc::new(move |m| buffered(m.source, &m.data)))?;
+        let ports = &self.ports;
+        let mut in_place = ports
+            .in_place
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = port as usize;
+        if in_place.len() <= at {
+            in_place.resize(at + 1, None);
+        }
+        in_place[at] = Some(handler);
+        ports.in_place_open.fetch_add(1, Ordering::AcqRel);
+        Ok(open)
+    }
+
     /// The messages that arrived for `port` while no handler and no `take` of
     /// [`Job::progress`] took them, oldest first.
     pub fn take_parked(&self, port: u16) -> Vec<Message> {
         self.ports.take(port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port read in place still gets what arrived in a buffer: a message parked before it
+    /// opened and one that comes after (a job of one has no node path: both are buffered),
+    /// with their source; once it closes, nothing is offered in place any more.
+    #[test]
+    fn a_port_read_in_place_gets_buffered_messages_and_closes_whole() {
+        let job = Job::builder().join().unwrap();
+        const PORT: u16 = crate::job::PORT_FUTURES;
+        job.send(0, 0, PORT, b"early".to_vec());
+        job.progress(&mut Some).unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = got.clone();
+        let open = job
+            .open_reserved_in_place(
+                PORT,
+                Arc::new(move |from, data: &[u8]| g.lock().unwrap().push((from, data.to_vec()))),
+            )
+            .unwrap();
+        assert!(job.ports.any_in_place());
+        job.send(0, 0, PORT, b"late".to_vec());
+        job.progress(&mut Some).unwrap();
+        let want = [(0, b"early".to_vec()), (0, b"late".to_vec())];
+        assert_eq!(*got.lock().unwrap(), want);
+        drop(open);
+        assert!(!job.ports.any_in_place() && job.ports.in_place_handler(PORT).is_none());
+        // Parked again, not lost, once the port is closed.
+        job.send(0, 0, PORT, b"after".to_vec());
+        job.progress(&mut Some).unwrap();
+        assert_eq!(job.take_parked(PORT).len(), 1);
+        assert_eq!(got.lock().unwrap().len(), 2);
     }
 }

@@ -7,17 +7,44 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
-/// What takes a copy when it arrives: its bytes, or why it never will.
-pub(crate) trait Open: Send {
-    fn open(self, got: Result<Vec<u8>, &str>);
+/// A copy's bytes as they arrived: the network's buffer, or where the sender wrote them
+/// (read in place: a receiver that decodes them needs no buffer of its own).
+pub(crate) enum Bytes<'a> {
+    Owned(Vec<u8>),
+    Borrowed(&'a [u8]),
 }
 
-/// An opener that is a closure.
-pub(crate) type Opener = Box<dyn FnOnce(Result<Vec<u8>, &str>) + Send>;
+impl Bytes<'_> {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::Borrowed(b) => b,
+        }
+    }
+
+    /// The bytes in a buffer of their own (copied only if they were read in place).
+    pub(crate) fn into_vec(self) -> Vec<u8> {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::Borrowed(b) => b.to_vec(),
+        }
+    }
+}
+
+/// What takes a copy when it arrives: its bytes, or why it never will.
+pub(crate) trait Open: Send {
+    fn open(self, got: Result<Bytes<'_>, &str>);
+}
+
+/// An opener that is a closure, reading the bytes where they are.
+pub(crate) type Opener = Box<dyn FnOnce(Result<&[u8], &str>) + Send>;
 
 impl Open for Opener {
-    fn open(self, got: Result<Vec<u8>, &str>) {
-        self(got)
+    fn open(self, got: Result<Bytes<'_>, &str>) {
+        match got {
+            Ok(bytes) => self(Ok(bytes.as_slice())),
+            Err(why) => self(Err(why)),
+        }
     }
 }
 
@@ -55,8 +82,8 @@ impl<K: Hash + Eq, O: Open, S: BuildHasher + Default> Rendezvous<K, O, S> {
     }
 
     /// The copy of `key` arrived: its opener runs now (outside the lock) if it waits, or the
-    /// bytes wait for it.
-    pub(crate) fn arrive(&self, key: K, data: Vec<u8>) {
+    /// bytes wait for it (in a buffer of their own).
+    pub(crate) fn arrive(&self, key: K, data: Bytes<'_>) {
         let mut t = self.table();
         match t.waiting.remove(&key) {
             Some(open) => {
@@ -64,7 +91,7 @@ impl<K: Hash + Eq, O: Open, S: BuildHasher + Default> Rendezvous<K, O, S> {
                 open.open(Ok(data));
             }
             None => {
-                t.early.insert(key, data);
+                t.early.insert(key, data.into_vec());
             }
         }
     }
@@ -75,7 +102,7 @@ impl<K: Hash + Eq, O: Open, S: BuildHasher + Default> Rendezvous<K, O, S> {
         let mut t = self.table();
         if let Some(data) = t.early.remove(&key) {
             drop(t);
-            return open.open(Ok(data));
+            return open.open(Ok(Bytes::Owned(data)));
         }
         if let Some(why) = t.failed.clone() {
             drop(t);
@@ -151,7 +178,7 @@ mod tests {
         Box::new(move |r| {
             let mut g = got.lock().unwrap();
             assert!(g[key].is_none(), "key {key} opened twice");
-            g[key] = Some(r.map_err(str::to_string));
+            g[key] = Some(r.map(<[u8]>::to_vec).map_err(str::to_string));
         })
     }
 
@@ -159,11 +186,11 @@ mod tests {
     fn each_copy_meets_its_opener_whichever_comes_first() {
         let r = Rendezvous::<usize>::default();
         let got = Arc::new(Mutex::new(vec![None; 2]));
-        r.arrive(0usize, vec![7]);
+        r.arrive(0usize, Bytes::Owned(vec![7]));
         r.expect(0, recorder(&got, 0));
         r.expect(1, recorder(&got, 1));
         assert!(got.lock().unwrap()[1].is_none());
-        r.arrive(1, vec![8, 9]);
+        r.arrive(1, Bytes::Borrowed(&[8, 9]));
         assert_eq!(
             *got.lock().unwrap(),
             [Some(Ok(vec![7])), Some(Ok(vec![8, 9]))]
@@ -172,7 +199,9 @@ mod tests {
 
     /// Keys 0..n arrive from one thread and are expected on another, in the orders `arrive`
     /// and `expect` give (the `k`-th key of each side): every opener runs once with its own
-    /// bytes, and nothing is left in the table.
+    /// bytes, and nothing is left in the table. Odd keys arrive read in place (their bytes
+    /// gone once `arrive` returns, so one that waits must have been copied), even ones in a
+    /// buffer.
     fn race<S: BuildHasher + Default + Send + Sync>(
         n: u64,
         arrive: fn(u64, u64) -> u64,
@@ -183,9 +212,14 @@ mod tests {
         std::thread::scope(|s| {
             let (ra, rb, g) = (r.clone(), r.clone(), got.clone());
             s.spawn(move || {
-                (0..n)
-                    .map(|k| arrive(k, n))
-                    .for_each(|k| ra.arrive(k, k.to_le_bytes().to_vec()))
+                (0..n).map(|k| arrive(k, n)).for_each(|k| {
+                    let mut bytes = k.to_le_bytes();
+                    match k % 2 {
+                        0 => ra.arrive(k, Bytes::Owned(bytes.to_vec())),
+                        _ => ra.arrive(k, Bytes::Borrowed(&bytes)),
+                    }
+                    std::hint::black_box(&mut bytes).fill(0xff);
+                })
             });
             s.spawn(move || {
                 (0..n)
@@ -236,7 +270,7 @@ mod tests {
         let got = Arc::new(Mutex::new(vec![None; 3]));
         let calls = Arc::new(AtomicUsize::new(0));
         r.expect(0usize, recorder(&got, 0));
-        r.arrive(2, vec![1]);
+        r.arrive(2, Bytes::Borrowed(&[1]));
         r.poison("rank 1 failed");
         r.expect(1, recorder(&got, 1));
         r.expect(2, recorder(&got, 2));

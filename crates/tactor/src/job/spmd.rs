@@ -5,7 +5,7 @@
 //! value and rank, sent when the value is ready, carrying the value (or the failure that
 //! poisoned it, so that poison crosses ranks too).
 
-use super::rendezvous::{Opener, Rendezvous, Sequential};
+use super::rendezvous::{Bytes, Opener, Rendezvous, Sequential};
 use super::Wire;
 use super::{Job, OpenPort, PORT_FUTURES};
 use crate::countdown::Outcome;
@@ -173,17 +173,19 @@ impl Spmd {
     pub fn new(handle: &Handle, job: &Arc<Job>) -> Spmd {
         let inbox = Arc::new(Rendezvous::default());
         let deliver = inbox.clone();
+        // Read in place: a value's bytes are decoded where its sender wrote them (on the node),
+        // with no buffer and no queue between the network and the task that reads them.
         let port = job
-            .open_reserved(
+            .open_reserved_in_place(
                 PORT_FUTURES,
-                Arc::new(move |m| {
-                    let Some(id) = m.data.get(..ID) else {
-                        let (from, n) = (m.source, m.data.len());
+                Arc::new(move |from, data: &[u8]| {
+                    let Some(id) = data.get(..ID) else {
+                        let n = data.len();
                         return deliver.poison(&format!("rank {from} sent a value of {n} bytes"));
                     };
                     let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
-                    // Whole: the opener reads what follows the id in place.
-                    deliver.arrive(id, m.data);
+                    // Whole: the opener reads what follows the id.
+                    deliver.arrive(id, Bytes::Borrowed(data));
                 }),
             )
             .expect("one Spmd program at a time in a job");
@@ -431,26 +433,23 @@ impl Spmd {
             let _ = v.0.here.set(future);
             self.inbox.expect(
                 v.0.id,
-                Box::new(
-                    move |got| match got.as_deref().map(|m| m[ID..].split_first()) {
-                        Ok(Some((&VALUE, bytes))) => {
-                            let mut value = T::default();
-                            value.decode(bytes);
-                            promise.set(value);
-                        }
-                        Ok(Some((_, poison))) if poison.len() >= 4 => {
-                            let (rank, why) = poison.split_at(4);
-                            promise.fail_with(Failure::Remote {
-                                rank: u32::from_le_bytes(rank.try_into().expect("4 bytes"))
-                                    as usize,
-                                why: String::from_utf8_lossy(why).into_owned(),
-                            });
-                        }
-                        Ok(Some(_)) => promise.fail("a copy arrived cut short"),
-                        Ok(None) => promise.fail("an empty copy arrived"),
-                        Err(why) => promise.fail(why),
-                    },
-                ),
+                Box::new(move |got| match got.map(|m| m[ID..].split_first()) {
+                    Ok(Some((&VALUE, bytes))) => {
+                        let mut value = T::default();
+                        value.decode(bytes);
+                        promise.set(value);
+                    }
+                    Ok(Some((_, poison))) if poison.len() >= 4 => {
+                        let (rank, why) = poison.split_at(4);
+                        promise.fail_with(Failure::Remote {
+                            rank: u32::from_le_bytes(rank.try_into().expect("4 bytes")) as usize,
+                            why: String::from_utf8_lossy(why).into_owned(),
+                        });
+                    }
+                    Ok(Some(_)) => promise.fail("a copy arrived cut short"),
+                    Ok(None) => promise.fail("an empty copy arrived"),
+                    Err(why) => promise.fail(why),
+                }),
             );
         }
     }

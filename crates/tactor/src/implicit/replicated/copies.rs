@@ -6,7 +6,7 @@ use super::super::trace::Attach;
 use super::super::Program;
 use crate::event::{EventState, HasState};
 use crate::failure::Failure;
-use crate::job::rendezvous::{Open, Rendezvous};
+use crate::job::rendezvous::{Bytes, Open, Rendezvous};
 use crate::job::{Job, Wire};
 use crate::subgraph::Inlet;
 use crate::{Event, Placement};
@@ -114,8 +114,8 @@ fn open(inlet: Inlet, got: Result<(), String>) {
 }
 
 impl Open for Arc<Landing> {
-    fn open(self, got: Result<Vec<u8>, &str>) {
-        let got = got.map_err(str::to_string);
+    fn open(self, got: Result<Bytes<'_>, &str>) {
+        let got = got.map(Bytes::into_vec).map_err(str::to_string);
         let told = outcome(&got);
         let mut land = self.land();
         land.got = Some(got);
@@ -305,7 +305,7 @@ pub(super) const PORT: u16 = crate::job::PORT_IMPLICIT;
 mod tests {
     use super::{Inbox, Landing};
     use crate::implicit::trace::Attach;
-    use crate::job::rendezvous::Open;
+    use crate::job::rendezvous::{Bytes, Open};
     use crate::subgraph::SubgraphBuilder;
     use crate::Runtime;
     use std::sync::{Arc, Mutex};
@@ -334,7 +334,7 @@ mod tests {
             std::thread::scope(|s| {
                 let i = &inbox;
                 s.spawn(move || match fails {
-                    false => i.0.arrive((0, k, 1), vec![k as u8]),
+                    false => i.0.arrive((0, k, 1), Bytes::Owned(vec![k as u8])),
                     true => i.0.poison("rank 1 failed"),
                 });
                 s.spawn(|| landing.attach(inlet));
@@ -360,7 +360,7 @@ mod tests {
             let landing = Landing::new();
             let arrived = std::thread::scope(|s| {
                 let l = landing.clone();
-                s.spawn(move || l.open(Ok(vec![k as u8])));
+                s.spawn(move || l.open(Ok(Bytes::Borrowed(&[k as u8]))));
                 s.spawn(|| landing.arrival()).join().unwrap()
             });
             arrived.wait().unwrap();

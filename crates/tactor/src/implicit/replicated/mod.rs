@@ -12,6 +12,7 @@ mod tests;
 use super::access::{Access, Declared, Mode};
 use super::region::{Constant, OpId, Region};
 use super::{Program, TraceError};
+use crate::job::rendezvous::Bytes;
 use crate::job::{Job, OpenPort, Wire};
 use crate::{Event, Handle, Placement, TaskFailed};
 use copies::{dest, Copies, Inbox, Typed, HEADER, PORT};
@@ -152,7 +153,7 @@ impl Replicated {
                     };
                     let key = (word(0, 4) as u32, word(4, 8), word(12, 4) as u32);
                     // Whole: the receive reads the payload after the header in place.
-                    deliver.0.arrive(key, m.data);
+                    deliver.0.arrive(key, Bytes::Owned(m.data));
                 }),
             )
             .expect("one replicated program at a time in a process");
