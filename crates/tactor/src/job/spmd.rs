@@ -535,6 +535,17 @@ impl Inflight {
 
 impl<T: Wire + Send + Sync + 'static> Notify for SendWhenReady<T> {
     fn notify(self: Arc<Self>, _: &Outcome) {
+        if let (Ok(value), None) = (self.from.get(), self.fault) {
+            if let Some(bytes) = value.as_bytes() {
+                // Straight from the value to the network: no buffer.
+                let mut head = [VALUE; ID + 1];
+                head[..ID].copy_from_slice(&self.id.to_le_bytes());
+                let len = head.len() + bytes.len();
+                let parts: [&[u8]; 2] = [&head, bytes];
+                let job = &self.job;
+                return job.send_parts(0, self.rank, PORT_FUTURES, len, &mut parts.into_iter());
+            }
+        }
         let mut msg = crate::job::buffer(ID + 1);
         msg.extend_from_slice(&self.id.to_le_bytes());
         match self.from.get() {

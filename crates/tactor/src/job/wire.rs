@@ -18,6 +18,22 @@ pub trait Wire: Send + Sync + 'static {
     /// Sets this value to the one `bytes` (from [`Wire::encode`]) holds. Panics on bytes that
     /// cannot be one (the copy task then fails, poisoning what depends on it).
     fn decode(&mut self, bytes: &[u8]);
+
+    /// This value's bytes as it holds them, when they are exactly what [`Wire::encode`]
+    /// appends: a sender then copies them straight to the network, with no buffer between.
+    /// `None` (the default) has them encoded first.
+    ///
+    /// ```
+    /// use tactor::job::Wire;
+    ///
+    /// let v = vec![1u16, 2];
+    /// let mut out = Vec::new();
+    /// v.encode(&mut out);
+    /// assert_eq!(v.as_bytes(), Some(&out[..]));
+    /// ```
+    fn as_bytes(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl<T: bytemuck::Pod + Send + Sync> Wire for Vec<T> {
@@ -36,6 +52,10 @@ impl<T: bytemuck::Pod + Send + Sync> Wire for Vec<T> {
         self.resize(bytes.len() / size, T::zeroed());
         bytemuck::cast_slice_mut::<T, u8>(self).copy_from_slice(bytes);
     }
+
+    fn as_bytes(&self) -> Option<&[u8]> {
+        Some(bytemuck::cast_slice(self))
+    }
 }
 
 impl<T: bytemuck::Pod + Send + Sync, const N: usize> Wire for [T; N] {
@@ -46,6 +66,10 @@ impl<T: bytemuck::Pod + Send + Sync, const N: usize> Wire for [T; N] {
     fn decode(&mut self, bytes: &[u8]) {
         bytemuck::cast_slice_mut::<T, u8>(self).copy_from_slice(bytes);
     }
+
+    fn as_bytes(&self) -> Option<&[u8]> {
+        Some(bytemuck::cast_slice(self))
+    }
 }
 
 /// No data: what an event that crosses ranks carries ([`Spmd::launch`](super::Spmd::launch)).
@@ -54,6 +78,10 @@ impl Wire for () {
 
     fn decode(&mut self, bytes: &[u8]) {
         assert!(bytes.is_empty(), "{} bytes for no data", bytes.len());
+    }
+
+    fn as_bytes(&self) -> Option<&[u8]> {
+        Some(&[])
     }
 }
 
@@ -67,7 +95,36 @@ macro_rules! wire_plain {
             fn decode(&mut self, bytes: &[u8]) {
                 *self = <$t>::from_le_bytes(bytes.try_into().expect("one value's bytes"));
             }
+
+            fn as_bytes(&self) -> Option<&[u8]> {
+                // As held is as encoded only where the machine is little-endian.
+                cfg!(target_endian = "little").then(|| bytemuck::bytes_of(self))
+            }
         }
     )*};
 }
 wire_plain!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+#[cfg(test)]
+mod tests {
+    use super::Wire;
+
+    /// Where a value offers its bytes as held, they are exactly what it encodes to.
+    fn same_as_encoded<T: Wire>(v: T) {
+        let mut out = Vec::new();
+        v.encode(&mut out);
+        assert_eq!(v.as_bytes(), Some(&out[..]));
+    }
+
+    #[test]
+    fn bytes_as_held_are_the_encoded_bytes() {
+        same_as_encoded(vec![1.5f64, -2.0]);
+        same_as_encoded(Vec::<u8>::new());
+        same_as_encoded([3u32, 4, 5]);
+        same_as_encoded(());
+        same_as_encoded(0x0102_0304_0506_0708u64);
+        same_as_encoded(-7i16);
+        same_as_encoded(1.25f32);
+        same_as_encoded(9u8);
+    }
+}
