@@ -2,10 +2,11 @@
 //! rank it goes to: what SPMD programs that cut their own work across ranks (a stencil's
 //! halos, a graph's edges between shards) exchange through ([`Exchange`]).
 
+use super::ordered::Stepped;
 use super::{Job, JobError, OpenPort};
 use crate::{Event, Inlet, Poller, UserEvent};
-use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry as MapEntry;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tactor_comm::Message;
@@ -87,9 +88,11 @@ struct Entry {
 
 #[derive(Default)]
 struct Entries {
-    /// Hashed with Fx: the keys are small integers of this job, and SipHash cost a rank
-    /// measurable time (`docs/measurements.md`, "Hashing the entries").
-    map: FxHashMap<Key, Entry>,
+    /// Not SipHash: the keys are small integers of this job, and SipHash cost a rank
+    /// measurable time (`docs/measurements.md`, "Hashing the entries"); not Fx either, which
+    /// scattered a program's steps over the table (a cache miss per message once thousands
+    /// of steps wait): a step's keys sit beside the next step's.
+    map: HashMap<Key, Entry, Stepped>,
     /// Set once a rank failed: every remote precondition is poisoned with it.
     poisoned: Option<String>,
 }

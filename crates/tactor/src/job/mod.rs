@@ -40,6 +40,7 @@ pub mod exchange;
 mod fault;
 mod lockstep;
 mod neighbours;
+mod ordered;
 mod pattern;
 mod ports;
 pub(crate) mod rendezvous;

@@ -4,7 +4,7 @@
 
 use rustc_hash::FxBuildHasher;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, PoisonError};
 
 /// A copy's bytes as they arrived: the network's buffer, or where the sender wrote them
@@ -125,47 +125,10 @@ impl<K: Hash + Eq, O: Open, S: BuildHasher + Default> Rendezvous<K, O, S> {
     }
 }
 
-/// The hash of keys that a program numbers in order (`Spmd`'s values): neighbouring keys in
-/// neighbouring buckets, so a table of thousands of waiting keys, filled and emptied
-/// roughly in order, touches a few cache lines at a time instead of one cold line per key
-/// (with a scattering hash, every insert and removal missed the cache once thousands of
-/// values waited). The top bits, which the table compares before a key, are mixed.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Sequential;
-
-/// [`Sequential`]'s hasher, for `u64` keys only.
-pub(crate) struct SequentialHasher(u64);
-
-impl BuildHasher for Sequential {
-    type Hasher = SequentialHasher;
-
-    fn build_hasher(&self) -> SequentialHasher {
-        SequentialHasher(0)
-    }
-}
-
-impl Hasher for SequentialHasher {
-    fn finish(&self) -> u64 {
-        const LOW: u64 = (1 << 57) - 1;
-        let mixed = self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (self.0 & LOW) | (mixed & !LOW)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // A key other than a `u64`: hashed correctly, if without the locality.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::ordered::Sequential;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
@@ -249,17 +212,6 @@ mod tests {
         // 7 and 13 are coprime to n: each side takes every key once.
         let n = if cfg!(miri) { 40 } else { 20_000 };
         race::<Sequential>(n, |k, n| k * 7 % n, |k, n| k * 13 % n);
-    }
-
-    /// The sequential hash keeps a key's low bits (neighbours in neighbouring buckets) and
-    /// mixes the top ones (the tags the table compares first), so keys do not share one tag.
-    #[test]
-    fn the_sequential_hash_keeps_low_bits_and_mixes_the_tags() {
-        let hash = |k: u64| Sequential.hash_one(k);
-        let low = (1u64 << 57) - 1;
-        assert!((0..1000u64).all(|k| hash(k) & low == k));
-        let tags: std::collections::HashSet<u64> = (0..1000u64).map(|k| hash(k) >> 57).collect();
-        assert!(tags.len() > 100, "{} distinct tags", tags.len());
     }
 
     /// A failure tells every waiting opener and every later one whose copy had not come; a

@@ -5,7 +5,8 @@
 //! value and rank, sent when the value is ready, carrying the value (or the failure that
 //! poisoned it, so that poison crosses ranks too).
 
-use super::rendezvous::{Bytes, Opener, Rendezvous, Sequential};
+use super::ordered::Sequential;
+use super::rendezvous::{Bytes, Opener, Rendezvous};
 use super::Wire;
 use super::{Job, OpenPort, PORT_FUTURES};
 use crate::countdown::Outcome;
