@@ -3,6 +3,7 @@
 //! halos, a graph's edges between shards) exchange through ([`Exchange`]).
 
 use super::ordered::Stepped;
+use super::rendezvous::Bytes;
 use super::{Job, JobError, OpenPort};
 use crate::{Event, Inlet, Poller, UserEvent};
 use std::collections::hash_map::Entry as MapEntry;
@@ -41,12 +42,16 @@ enum Waiter {
     Event(UserEvent),
     Slot(Inlet, Inbox, usize),
     /// Called with the message (or why it will not come), in place of a task woken to take it.
-    Call(Box<dyn FnOnce(Result<Vec<u8>, String>) + Send>),
+    Call(OnArrival),
 }
 
+/// What [`Exchange::on_arrival`] calls: the message where it is, or why it never comes.
+type OnArrival = Box<dyn FnOnce(Result<&[u8], String>) + Send>;
+
 impl Waiter {
-    /// The message arrived: `data` is given to a slot waiter (the others find it filed).
-    fn open(self, data: Option<Vec<u8>>) {
+    /// The message arrived: `data` is given to a slot waiter, or read where it is by a
+    /// call (the others find it filed).
+    fn open(self, data: Option<Bytes<'_>>) {
         match self {
             Waiter::None => {}
             Waiter::Event(e) => {
@@ -56,10 +61,14 @@ impl Waiter {
                 // Each key is registered once and its entry removed when the message is
                 // handed over (a second message with the key would stay filed, and is then
                 // reported as pending), so the slot is empty.
-                *inbox[k].lock().unwrap_or_else(PoisonError::into_inner) = data;
+                *inbox[k].lock().unwrap_or_else(PoisonError::into_inner) =
+                    data.map(Bytes::into_vec);
                 inlet.open();
             }
-            Waiter::Call(f) => f(data.ok_or_else(|| "the message was taken".to_string())),
+            Waiter::Call(f) => match &data {
+                Some(bytes) => f(Ok(bytes.as_slice())),
+                None => f(Err("the message was taken".to_string())),
+            },
         }
     }
 
@@ -172,7 +181,7 @@ impl Exchange {
             port,
             Arc::new(move |m| {
                 if let Some(ex) = weak.upgrade() {
-                    ex.deliver(m);
+                    ex.deliver(m.source, Bytes::Owned(m.data));
                 }
             }),
         )?;
@@ -264,7 +273,8 @@ impl Exchange {
     }
 
     /// Calls `f` with message `key` when it arrives (at once if it did), on the thread that
-    /// delivers it, with no task in between; or with why it never will (a rank failed, the
+    /// delivers it, with no task in between (where it can, with the message where the sender
+    /// wrote it on the node: no buffer); or with why it never will (a rank failed, the
     /// exchange was abandoned). [`Exchange::check`] then reads its items. `f` runs where the
     /// network is progressed: it should only hand the items on (set promises, copy them).
     ///
@@ -275,7 +285,7 @@ impl Exchange {
     ///     let ex = Exchange::open(job, FIRST_PORT).unwrap();
     ///     let other = 1 - job.rank();
     ///     let (tx, rx) = std::sync::mpsc::channel();
-    ///     ex.on_arrival((0, 0, other), move |m| tx.send(m).unwrap());
+    ///     ex.on_arrival((0, 0, other), move |m| tx.send(m.map(<[u8]>::to_vec)).unwrap());
     ///     // In a round the workers progress the network, and deliver the message to `f`.
     ///     ex.round(rt, || {
     ///         ex.send(0, other, (0, 0), 1, 1, [&[10 + job.rank() as u8][..]].into_iter());
@@ -286,7 +296,7 @@ impl Exchange {
     /// assert_eq!(Exchange::payload(got[0].as_ref().unwrap()), &[11]);
     /// assert_eq!(Exchange::payload(got[1].as_ref().unwrap()), &[10]);
     /// ```
-    pub fn on_arrival(&self, key: Key, f: impl FnOnce(Result<Vec<u8>, String>) + Send + 'static) {
+    pub fn on_arrival(&self, key: Key, f: impl FnOnce(Result<&[u8], String>) + Send + 'static) {
         self.register([(key, Waiter::Call(Box::new(f)))]);
     }
 
@@ -321,7 +331,7 @@ impl Exchange {
         for (w, data) in now {
             match &poisoned {
                 Some(why) => w.poison(why),
-                None => w.open(data),
+                None => w.open(data.map(Bytes::Owned)),
             }
         }
     }
@@ -449,17 +459,26 @@ impl Exchange {
         if m.port != self.port {
             return Some(m);
         }
-        self.deliver(m);
+        self.deliver(m.source, Bytes::Owned(m.data));
         None
     }
 
+    /// [`Exchange::take_own`] for a message read in place: whether it is this exchange's
+    /// (then delivered, and copied only if it must be filed or kept).
+    fn take_own_in_place(&self, source: usize, port: u16, data: &[u8]) -> bool {
+        let own = port == self.port;
+        if own {
+            self.deliver(source, Bytes::Borrowed(data));
+        }
+        own
+    }
+
     /// Files an arrived message under its key and opens what waits for it.
-    fn deliver(&self, m: Message) {
-        let Some(key) = key_of(&m.data, m.source) else {
+    fn deliver(&self, source: usize, data: Bytes<'_>) {
+        let Some(key) = key_of(data.as_slice(), source) else {
             return self.protocol_error(format!(
-                "rank {} sent a message of {} bytes, shorter than its header",
-                m.source,
-                m.data.len()
+                "rank {source} sent a message of {} bytes, shorter than its header",
+                data.as_slice().len()
             ));
         };
         let (waiter, data) = {
@@ -475,7 +494,7 @@ impl Exchange {
                     ));
                 }
                 MapEntry::Occupied(mut o) if o.get().waiter.files_data() => {
-                    o.get_mut().data = Some(m.data);
+                    o.get_mut().data = Some(data.into_vec());
                     self.filed.fetch_add(1, Ordering::Release);
                     let waiter = std::mem::take(&mut o.get_mut().waiter);
                     if !matches!(waiter, Waiter::None) {
@@ -485,12 +504,12 @@ impl Exchange {
                 }
                 MapEntry::Occupied(o) => {
                     self.awaited.fetch_sub(1, Ordering::Release);
-                    (o.remove().waiter, Some(m.data))
+                    (o.remove().waiter, Some(data))
                 }
                 MapEntry::Vacant(v) => {
                     v.insert(Entry {
                         waiter: Waiter::None,
-                        data: Some(m.data),
+                        data: Some(data.into_vec()),
                     });
                     self.filed.fetch_add(1, Ordering::Release);
                     return;
@@ -627,14 +646,17 @@ fn key_of(data: &[u8], source: usize) -> Option<Key> {
 }
 
 impl Poller for Exchange {
-    /// Progresses every channel: this exchange's messages are delivered straight away, the
-    /// others go to their ports.
+    /// Progresses every channel: this exchange's messages are delivered straight away (read
+    /// in place where the transport can), the others go to their ports.
     fn poll(&self, _worker: usize) -> bool {
         let mut arrived = 0;
         for ch in 0..self.job.channels() {
-            arrived += self
-                .job
-                .progress_channel(ch, usize::MAX, &mut |m| self.take_own(m));
+            arrived += self.job.progress_channel_offering(
+                ch,
+                usize::MAX,
+                &mut |source, port, data| self.take_own_in_place(source, port, data),
+                &mut |m| self.take_own(m),
+            );
         }
         arrived > 0
     }

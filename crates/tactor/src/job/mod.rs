@@ -481,6 +481,20 @@ impl Job {
         budget: usize,
         take: &mut dyn FnMut(Message) -> Option<Message>,
     ) -> usize {
+        self.progress_channel_offering(channel, budget, &mut |_, _, _| false, take)
+    }
+
+    /// [`Job::progress_channel`], offering each message the network reads in place to `offer`
+    /// first (its source, port and bytes where the sender wrote them: see
+    /// [`tactor_comm::Transport::progress_offering`]): one it takes (`true`) goes no
+    /// further. For a keyed exchange whose messages need no order among themselves.
+    pub fn progress_channel_offering(
+        &self,
+        channel: usize,
+        budget: usize,
+        offer: &mut dyn FnMut(usize, u16, &[u8]) -> bool,
+        take: &mut dyn FnMut(Message) -> Option<Message>,
+    ) -> usize {
         let cq = self.net.completions(channel);
         let mut progressed = false;
         let mut arrived = 0;
@@ -490,17 +504,14 @@ impl Job {
                 None if progressed => break,
                 None => {
                     progressed = true;
-                    if self.ports.any_in_place() {
-                        let mut offer = |source, port: u16, data: &[u8]| {
-                            let h = self.ports.in_place_handler(port);
-                            let taken = h.map(|h| h(source, data)).is_some();
-                            arrived += usize::from(taken);
-                            taken
-                        };
-                        self.net.progress_offering(channel, &mut offer);
-                    } else {
-                        self.net.progress(channel);
-                    }
+                    let in_place = self.ports.any_in_place();
+                    let mut offered = |source, port: u16, data: &[u8]| {
+                        let taken = offer(source, port, data)
+                            || (in_place && self.ports.offer_in_place(source, port, data));
+                        arrived += usize::from(taken);
+                        taken
+                    };
+                    self.net.progress_offering(channel, &mut offered);
                     match cq.pop() {
                         Some(c) => c,
                         None => break,

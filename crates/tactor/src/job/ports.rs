@@ -37,12 +37,18 @@ impl Ports {
         self.in_place_open.load(Ordering::Acquire) > 0
     }
 
-    /// The handler that reads `port`'s messages in place, if one does. Called outside the
-    /// table's lock: what a message sets off (a task's poison dropping its closure) may
-    /// close a port.
+    /// The handler that reads `port`'s messages in place, if one does.
     pub(super) fn in_place_handler(&self, port: u16) -> Option<InPlace> {
         let h = self.in_place.read().unwrap_or_else(PoisonError::into_inner);
         h.get(usize::from(port)).and_then(Clone::clone)
+    }
+
+    /// Hands a message read in place to its port's in-place handler, if it has one (called
+    /// outside the table's lock: what a message sets off, a task's poison dropping its
+    /// closure, may close a port). Whether one took it.
+    pub(super) fn offer_in_place(&self, source: usize, port: u16, data: &[u8]) -> bool {
+        let h = self.in_place_handler(port);
+        h.map(|h| h(source, data)).is_some()
     }
 
     /// Hands `m` to its port's handler, or parks it.

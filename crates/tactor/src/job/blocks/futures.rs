@@ -134,7 +134,7 @@ impl Blocks {
                 let checked = m.and_then(|m| {
                     let count = promises.len();
                     exchange
-                        .check(key, Some(&m), count, len)
+                        .check(key, Some(m), count, len)
                         .ok_or("a bad message")?;
                     Ok(m)
                 });
@@ -145,7 +145,7 @@ impl Blocks {
                         return promises.into_iter().for_each(|(p, _)| p.fail(&why));
                     }
                 };
-                let mut bytes = Exchange::payload(&m);
+                let mut bytes = Exchange::payload(m);
                 for (promise, len) in promises {
                     let (this, rest) = bytes.split_at(len);
                     promise.set(T::from(this));
