@@ -3,7 +3,7 @@
 
 use super::{Job, JobError, FIRST_PORT};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockWriteGuard};
 use tactor_comm::Message;
 
 /// What a port hands each message to.
@@ -86,6 +86,19 @@ impl Ports {
     }
 }
 
+/// `table` write-locked, with room for `port`'s entry.
+fn grown<T: Clone>(
+    table: &RwLock<Vec<Option<T>>>,
+    port: u16,
+) -> RwLockWriteGuard<'_, Vec<Option<T>>> {
+    let mut t = table.write().unwrap_or_else(PoisonError::into_inner);
+    let at = usize::from(port);
+    if t.len() <= at {
+        t.resize(at + 1, None);
+    }
+    t
+}
+
 /// An open port of a [`Job`]: messages to it go to its handler until this is dropped.
 pub struct OpenPort {
     job: Arc<Job>,
@@ -156,14 +169,8 @@ impl Job {
         handler: Handler,
     ) -> Result<OpenPort, JobError> {
         let ports = &self.ports;
-        let mut h = ports
-            .handlers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let at = port as usize;
-        if h.len() <= at {
-            h.resize(at + 1, None);
-        }
+        let mut h = grown(&ports.handlers, port);
+        let at = usize::from(port);
         if h[at].is_some() {
             return Err(JobError::PortTaken(port));
         }
@@ -193,17 +200,8 @@ impl Job {
     ) -> Result<OpenPort, JobError> {
         let buffered = handler.clone();
         let open = self.open_reserved(port, Arc::new(move |m| buffered(m.source, &m.data)))?;
-        let ports = &self.ports;
-        let mut in_place = ports
-            .in_place
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let at = port as usize;
-        if in_place.len() <= at {
-            in_place.resize(at + 1, None);
-        }
-        in_place[at] = Some(handler);
-        ports.in_place_open.fetch_add(1, Ordering::AcqRel);
+        grown(&self.ports.in_place, port)[usize::from(port)] = Some(handler);
+        self.ports.in_place_open.fetch_add(1, Ordering::AcqRel);
         Ok(open)
     }
 
