@@ -488,6 +488,24 @@ impl Job {
     /// first (its source, port and bytes where the sender wrote them: see
     /// [`tactor_comm::Transport::progress_offering`]): one it takes (`true`) goes no
     /// further. For a keyed exchange whose messages need no order among themselves.
+    ///
+    /// ```
+    /// use tactor::job::{Job, FIRST_PORT};
+    ///
+    /// let job = Job::builder().join().unwrap();
+    /// job.send(0, 0, FIRST_PORT, b"hi".to_vec());
+    /// let (mut in_place, mut queued) = (0, Vec::new());
+    /// let mut offer = |_source, port, _data: &[u8]| {
+    ///     in_place += 1;
+    ///     port == FIRST_PORT
+    /// };
+    /// job.progress_channel_offering(0, usize::MAX, &mut offer, &mut |m| {
+    ///     queued.push(m.data);
+    ///     None
+    /// });
+    /// // A job of one has no ring to read in place: the message came in a buffer.
+    /// assert_eq!((in_place, queued), (0, vec![b"hi".to_vec()]));
+    /// ```
     pub fn progress_channel_offering(
         &self,
         channel: usize,
