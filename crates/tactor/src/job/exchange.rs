@@ -3,9 +3,9 @@
 //! halos, a graph's edges between shards) exchange through ([`Exchange`]).
 
 use super::ordered::Stepped;
-use super::rendezvous::Bytes;
 use super::{Job, JobError, OpenPort};
 use crate::{Event, Inlet, Poller, UserEvent};
+use std::borrow::Cow;
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -51,7 +51,7 @@ type OnArrival = Box<dyn FnOnce(Result<&[u8], String>) + Send>;
 impl Waiter {
     /// The message arrived: `data` is given to a slot waiter, or read where it is by a
     /// call (the others find it filed).
-    fn open(self, data: Option<Bytes<'_>>) {
+    fn open(self, data: Option<Cow<'_, [u8]>>) {
         match self {
             Waiter::None => {}
             Waiter::Event(e) => {
@@ -62,11 +62,11 @@ impl Waiter {
                 // handed over (a second message with the key would stay filed, and is then
                 // reported as pending), so the slot is empty.
                 *inbox[k].lock().unwrap_or_else(PoisonError::into_inner) =
-                    data.map(Bytes::into_vec);
+                    data.map(Cow::into_owned);
                 inlet.open();
             }
             Waiter::Call(f) => match &data {
-                Some(bytes) => f(Ok(bytes.as_slice())),
+                Some(bytes) => f(Ok(bytes)),
                 None => f(Err("the message was taken".to_string())),
             },
         }
@@ -181,7 +181,7 @@ impl Exchange {
             port,
             Arc::new(move |m| {
                 if let Some(ex) = weak.upgrade() {
-                    ex.deliver(m.source, Bytes::Owned(m.data));
+                    ex.deliver(m.source, Cow::Owned(m.data));
                 }
             }),
         )?;
@@ -331,7 +331,7 @@ impl Exchange {
         for (w, data) in now {
             match &poisoned {
                 Some(why) => w.poison(why),
-                None => w.open(data.map(Bytes::Owned)),
+                None => w.open(data.map(Cow::Owned)),
             }
         }
     }
@@ -459,7 +459,7 @@ impl Exchange {
         if m.port != self.port {
             return Some(m);
         }
-        self.deliver(m.source, Bytes::Owned(m.data));
+        self.deliver(m.source, Cow::Owned(m.data));
         None
     }
 
@@ -468,17 +468,17 @@ impl Exchange {
     fn take_own_in_place(&self, source: usize, port: u16, data: &[u8]) -> bool {
         let own = port == self.port;
         if own {
-            self.deliver(source, Bytes::Borrowed(data));
+            self.deliver(source, Cow::Borrowed(data));
         }
         own
     }
 
     /// Files an arrived message under its key and opens what waits for it.
-    fn deliver(&self, source: usize, data: Bytes<'_>) {
-        let Some(key) = key_of(data.as_slice(), source) else {
+    fn deliver(&self, source: usize, data: Cow<'_, [u8]>) {
+        let Some(key) = key_of(&data, source) else {
             return self.protocol_error(format!(
                 "rank {source} sent a message of {} bytes, shorter than its header",
-                data.as_slice().len()
+                data.len()
             ));
         };
         let (waiter, data) = {
@@ -494,7 +494,7 @@ impl Exchange {
                     ));
                 }
                 MapEntry::Occupied(mut o) if o.get().waiter.files_data() => {
-                    o.get_mut().data = Some(data.into_vec());
+                    o.get_mut().data = Some(data.into_owned());
                     self.filed.fetch_add(1, Ordering::Release);
                     let waiter = std::mem::take(&mut o.get_mut().waiter);
                     if !matches!(waiter, Waiter::None) {
@@ -509,7 +509,7 @@ impl Exchange {
                 MapEntry::Vacant(v) => {
                     v.insert(Entry {
                         waiter: Waiter::None,
-                        data: Some(data.into_vec()),
+                        data: Some(data.into_owned()),
                     });
                     self.filed.fetch_add(1, Ordering::Release);
                     return;

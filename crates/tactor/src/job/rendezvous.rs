@@ -3,46 +3,25 @@
 //! receive through.
 
 use rustc_hash::FxBuildHasher;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, PoisonError};
 
-/// A copy's bytes as they arrived: the network's buffer, or where the sender wrote them
-/// (read in place: a receiver that decodes them needs no buffer of its own).
-pub(crate) enum Bytes<'a> {
-    Owned(Vec<u8>),
-    Borrowed(&'a [u8]),
-}
-
-impl Bytes<'_> {
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        match self {
-            Bytes::Owned(v) => v,
-            Bytes::Borrowed(b) => b,
-        }
-    }
-
-    /// The bytes in a buffer of their own (copied only if they were read in place).
-    pub(crate) fn into_vec(self) -> Vec<u8> {
-        match self {
-            Bytes::Owned(v) => v,
-            Bytes::Borrowed(b) => b.to_vec(),
-        }
-    }
-}
-
-/// What takes a copy when it arrives: its bytes, or why it never will.
+/// What takes a copy when it arrives: its bytes (in the network's buffer, or borrowed where
+/// the sender wrote them: a receiver that decodes them needs no buffer of its own), or why it
+/// never will.
 pub(crate) trait Open: Send {
-    fn open(self, got: Result<Bytes<'_>, &str>);
+    fn open(self, got: Result<Cow<'_, [u8]>, &str>);
 }
 
 /// An opener that is a closure, reading the bytes where they are.
 pub(crate) type Opener = Box<dyn FnOnce(Result<&[u8], &str>) + Send>;
 
 impl Open for Opener {
-    fn open(self, got: Result<Bytes<'_>, &str>) {
+    fn open(self, got: Result<Cow<'_, [u8]>, &str>) {
         match got {
-            Ok(bytes) => self(Ok(bytes.as_slice())),
+            Ok(bytes) => self(Ok(&bytes)),
             Err(why) => self(Err(why)),
         }
     }
@@ -83,7 +62,7 @@ impl<K: Hash + Eq, O: Open, S: BuildHasher + Default> Rendezvous<K, O, S> {
 
     /// The copy of `key` arrived: its opener runs now (outside the lock) if it waits, or the
     /// bytes wait for it (in a buffer of their own).
-    pub(crate) fn arrive(&self, key: K, data: Bytes<'_>) {
+    pub(crate) fn arrive(&self, key: K, data: Cow<'_, [u8]>) {
         let mut t = self.table();
         match t.waiting.remove(&key) {
             Some(open) => {
@@ -91,7 +70,7 @@ impl<K: Hash + Eq, O: Open, S: BuildHasher + Default> Rendezvous<K, O, S> {
                 open.open(Ok(data));
             }
             None => {
-                t.early.insert(key, data.into_vec());
+                t.early.insert(key, data.into_owned());
             }
         }
     }
@@ -102,7 +81,7 @@ impl<K: Hash + Eq, O: Open, S: BuildHasher + Default> Rendezvous<K, O, S> {
         let mut t = self.table();
         if let Some(data) = t.early.remove(&key) {
             drop(t);
-            return open.open(Ok(Bytes::Owned(data)));
+            return open.open(Ok(Cow::Owned(data)));
         }
         if let Some(why) = t.failed.clone() {
             drop(t);
@@ -149,11 +128,11 @@ mod tests {
     fn each_copy_meets_its_opener_whichever_comes_first() {
         let r = Rendezvous::<usize>::default();
         let got = Arc::new(Mutex::new(vec![None; 2]));
-        r.arrive(0usize, Bytes::Owned(vec![7]));
+        r.arrive(0usize, Cow::Owned(vec![7]));
         r.expect(0, recorder(&got, 0));
         r.expect(1, recorder(&got, 1));
         assert!(got.lock().unwrap()[1].is_none());
-        r.arrive(1, Bytes::Borrowed(&[8, 9]));
+        r.arrive(1, Cow::Borrowed(&[8, 9]));
         assert_eq!(
             *got.lock().unwrap(),
             [Some(Ok(vec![7])), Some(Ok(vec![8, 9]))]
@@ -178,8 +157,8 @@ mod tests {
                 (0..n).map(|k| arrive(k, n)).for_each(|k| {
                     let mut bytes = k.to_le_bytes();
                     match k % 2 {
-                        0 => ra.arrive(k, Bytes::Owned(bytes.to_vec())),
-                        _ => ra.arrive(k, Bytes::Borrowed(&bytes)),
+                        0 => ra.arrive(k, Cow::Owned(bytes.to_vec())),
+                        _ => ra.arrive(k, Cow::Borrowed(&bytes)),
                     }
                     std::hint::black_box(&mut bytes).fill(0xff);
                 })
@@ -222,7 +201,7 @@ mod tests {
         let got = Arc::new(Mutex::new(vec![None; 3]));
         let calls = Arc::new(AtomicUsize::new(0));
         r.expect(0usize, recorder(&got, 0));
-        r.arrive(2, Bytes::Borrowed(&[1]));
+        r.arrive(2, Cow::Borrowed(&[1]));
         r.poison("rank 1 failed");
         r.expect(1, recorder(&got, 1));
         r.expect(2, recorder(&got, 2));

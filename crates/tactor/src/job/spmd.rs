@@ -6,7 +6,7 @@
 //! poisoned it, so that poison crosses ranks too).
 
 use super::ordered::Sequential;
-use super::rendezvous::{Bytes, Opener, Rendezvous};
+use super::rendezvous::{Opener, Rendezvous};
 use super::Wire;
 use super::{Job, OpenPort, PORT_FUTURES};
 use crate::countdown::Outcome;
@@ -15,6 +15,7 @@ use crate::{
     Event, Failure, Future, Handle, Inputs, Placement, Promise, Scope, TaskFailed, UserEvent,
 };
 use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -186,7 +187,7 @@ impl Spmd {
                     };
                     let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
                     // Whole: the opener reads what follows the id.
-                    deliver.arrive(id, Bytes::Borrowed(data));
+                    deliver.arrive(id, Cow::Borrowed(data));
                 }),
             )
             .expect("one Spmd program at a time in a job");

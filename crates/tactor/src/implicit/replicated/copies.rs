@@ -6,11 +6,12 @@ use super::super::trace::Attach;
 use super::super::Program;
 use crate::event::{EventState, HasState};
 use crate::failure::Failure;
-use crate::job::rendezvous::{Bytes, Open, Rendezvous};
+use crate::job::rendezvous::{Open, Rendezvous};
 use crate::job::{Job, Wire};
 use crate::subgraph::Inlet;
 use crate::{Event, Placement};
 use std::any::Any;
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Which copy a message carries: the region, the version of it, and the rank that sent it
@@ -114,8 +115,8 @@ fn open(inlet: Inlet, got: Result<(), String>) {
 }
 
 impl Open for Arc<Landing> {
-    fn open(self, got: Result<Bytes<'_>, &str>) {
-        let got = got.map(Bytes::into_vec).map_err(str::to_string);
+    fn open(self, got: Result<Cow<'_, [u8]>, &str>) {
+        let got = got.map(Cow::into_owned).map_err(str::to_string);
         let told = outcome(&got);
         let mut land = self.land();
         land.got = Some(got);
@@ -305,9 +306,10 @@ pub(super) const PORT: u16 = crate::job::PORT_IMPLICIT;
 mod tests {
     use super::{Inbox, Landing};
     use crate::implicit::trace::Attach;
-    use crate::job::rendezvous::{Bytes, Open};
+    use crate::job::rendezvous::Open;
     use crate::subgraph::SubgraphBuilder;
     use crate::Runtime;
+    use std::borrow::Cow;
     use std::sync::{Arc, Mutex};
 
     /// A copy and the inlet of the instance that reads it, landing from two threads in
@@ -334,7 +336,7 @@ mod tests {
             std::thread::scope(|s| {
                 let i = &inbox;
                 s.spawn(move || match fails {
-                    false => i.0.arrive((0, k, 1), Bytes::Owned(vec![k as u8])),
+                    false => i.0.arrive((0, k, 1), Cow::Owned(vec![k as u8])),
                     true => i.0.poison("rank 1 failed"),
                 });
                 s.spawn(|| landing.attach(inlet));
@@ -360,7 +362,7 @@ mod tests {
             let landing = Landing::new();
             let arrived = std::thread::scope(|s| {
                 let l = landing.clone();
-                s.spawn(move || l.open(Ok(Bytes::Borrowed(&[k as u8]))));
+                s.spawn(move || l.open(Ok(Cow::Borrowed(&[k as u8]))));
                 s.spawn(|| landing.arrival()).join().unwrap()
             });
             arrived.wait().unwrap();

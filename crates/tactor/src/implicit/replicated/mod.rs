@@ -12,13 +12,13 @@ mod tests;
 use super::access::{Access, Declared, Mode};
 use super::region::{Constant, OpId, Region};
 use super::{Program, TraceError};
-use crate::job::rendezvous::Bytes;
 use crate::job::{Job, OpenPort, Wire};
 use crate::{Event, Handle, Placement, TaskFailed};
 use copies::{dest, Copies, Inbox, Typed, HEADER, PORT};
 use script::Op;
 pub(super) use script::{sending, Sends, Sig, Step};
 use std::any::Any;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// What a rank records of one region.
@@ -153,7 +153,7 @@ impl Replicated {
                     };
                     let key = (word(0, 4) as u32, word(4, 8), word(12, 4) as u32);
                     // Whole: the receive reads the payload after the header in place.
-                    deliver.0.arrive(key, Bytes::Owned(m.data));
+                    deliver.0.arrive(key, Cow::Owned(m.data));
                 }),
             )
             .expect("one replicated program at a time in a process");
