@@ -53,33 +53,3 @@ pub fn all() -> Vec<Box<dyn System>> {
 pub fn by_name(name: &str) -> Option<Box<dyn System>> {
     all().into_iter().find(|s| s.name() == name)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::{by_name, RunConfig};
-    use taskbench_core::app::App;
-
-    /// The systems whose runtime parts read memory unchecked on a Task Bench graph: `bsp`
-    /// (`Neighbours`' slots), `compiled` (`Dataflow`'s slots and states) and `implicit` (index
-    /// launches, whose jobs reach the program's constant unchecked), on two small graphs with two workers, every task validated and counted. Its reason to be is Miri
-    /// (`scripts/miri.sh` runs this crate's unit tests): one process for all of them, where a
-    /// run of the binary per system spent most of its time in Miri starting the binary.
-    #[test]
-    fn systems_with_unsafe_code_of_their_own_run_two_small_graphs() {
-        let flags = "-steps 3 -width 4 -type nearest -radix 3 -kernel compute_bound -iter 2 \
-                     -and -steps 4 -width 3 -type stencil_1d";
-        let args: Vec<&str> = flags.split_whitespace().collect();
-        let (app, _) = App::parse(&args, &[]).expect("the flags parse");
-        for name in ["bsp", "compiled", "implicit"] {
-            let system = by_name(name).expect("a system of that name");
-            let cfg = RunConfig {
-                workers: 2,
-                pin: false,
-                ..RunConfig::default()
-            };
-            let pass = crate::cli::run_checked(system.as_ref(), &app, &cfg);
-            let pass = pass.unwrap_or_else(|f| panic!("{name}: {}", f.message));
-            assert_eq!(pass.tasks, 24, "{name}");
-        }
-    }
-}

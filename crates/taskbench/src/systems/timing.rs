@@ -20,8 +20,8 @@ pub struct Pass {
     pub tasks: u64,
 }
 
-/// A warm-up pass and a timed one. Under Miri one pass: the timed pass runs the warm-up's code
-/// again, and Miri's time is the largest part of the test run.
+/// A warm-up pass and a timed one. Under Miri (a run by hand) one pass: the timed pass runs the
+/// warm-up's code again, a thousand times slower there.
 const PASSES: usize = if cfg!(miri) { 1 } else { 2 };
 
 /// A warm-up pass and a timed pass of `pass` (which returns when every task of the pass has

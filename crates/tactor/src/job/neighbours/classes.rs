@@ -135,7 +135,8 @@ impl<T: Default> Cached<T> {
     }
 }
 
-#[cfg(test)]
+// Not under Miri: no unsafe code here for it to check.
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 
