@@ -7,12 +7,26 @@ use std::ops::Range;
 /// What a program's items read: for each array, which items a step computes, and which items
 /// of the step before each of them reads. Every rank gives the same pattern.
 ///
+/// # Safety
+///
+/// [`Neighbours`](super::Neighbours) and [`Dataflow`](super::Dataflow) order their workers'
+/// reads and writes of the items' memory by the pattern alone, so a pattern that contradicts
+/// itself lets a read race with a write. An implementation promises, for every array, step and
+/// item, on every call and every rank alike:
+/// - [`Pattern::readers`] is exactly the inverse of [`Pattern::reads`]: `j` is among
+///   `readers(a, t, i)` if and only if `i` is among `reads(a, t, j)`;
+/// - [`Pattern::reads`] at `t` names only items live at `t - 1`, and none at step 0;
+/// - two steps of one array with the same [`Pattern::class`] have the same live items,
+///   reads and readers.
+///
 /// ```
 /// use tactor::job::Pattern;
 ///
 /// /// Each of `n` cells reads itself and its two neighbours at the step before.
 /// struct Near(usize);
-/// impl Pattern for Near {
+/// // SAFETY: `readers` is `reads` (a symmetric neighbourhood), which names live cells at
+/// // steps after 0 only, and every step after 0 is alike.
+/// unsafe impl Pattern for Near {
 ///     fn live(&self, _array: usize, _step: i64) -> std::ops::Range<usize> {
 ///         0..self.0
 ///     }
@@ -28,7 +42,7 @@ use std::ops::Range;
 /// }
 /// assert_eq!(Near(4).reads(0, 1, 3).collect::<Vec<_>>(), [2, 3]);
 /// ```
-pub trait Pattern: Sync {
+pub unsafe trait Pattern: Sync {
     /// The items of `array` computed at `step` (the others are not written then).
     fn live(&self, array: usize, step: i64) -> Range<usize>;
     /// The items of `array` at `step - 1` that `item` reads at `step`: items live then (none

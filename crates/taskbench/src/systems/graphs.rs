@@ -10,7 +10,11 @@ use taskbench_core::plan::Plan;
 #[derive(Clone)]
 pub struct Graphs(pub Arc<Vec<Plan>>);
 
-impl Pattern for Graphs {
+// SAFETY: a plan's dependencies are filtered to the points of the timestep before (none
+// before timestep 0) and its reverse dependencies are their inverse (`taskbench_core`'s
+// `tests/graphs.rs`, `reverse_dependencies_mirror_forward_ones`, over every type and many
+// sizes); timesteps of one shape id have the same points and dependencies (`Plan::shape_id`).
+unsafe impl Pattern for Graphs {
     fn live(&self, g: usize, t: i64) -> Range<usize> {
         self.0[g].points(t)
     }

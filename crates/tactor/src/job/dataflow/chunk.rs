@@ -11,14 +11,33 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 /// The items a chunk's tasks run, in one table for them all, read in order as the tasks run
-/// (an allocation or two per task cost a cache miss each): per member its array, item and
-/// range of inputs; per input the item `d` of `t - 1` it reads and where it comes from —
-/// this rank's row (`None`), or the message from the task of `(t - 1, d)` on another rank,
-/// at an offset in that task's items.
+/// (an allocation or two per task cost a cache miss each): per member its array, item, range
+/// of inputs and the items near it that it reads; per input the item `d` of `t - 1` it reads
+/// and where it comes from — this rank's row (`None`), or the message from the task of
+/// `(t - 1, d)` on another rank, at an offset in that task's items.
 #[derive(Default)]
 pub(super) struct Table {
-    pub(super) members: Vec<(usize, usize, u32, u32)>,
+    pub(super) members: Vec<Member>,
     pub(super) inputs: Vec<(usize, Option<(Id, usize)>)>,
+}
+
+/// One array's item at a step, as a task runs it.
+pub(super) struct Member {
+    pub(super) array: usize,
+    pub(super) item: usize,
+    /// Its inputs in the table: none if it reads only this rank's items, all near it.
+    pub(super) inputs: (u32, u32),
+    /// The items it reads within [`NEAR`] of it, as bits (see [`near_bit`]).
+    pub(super) near: u64,
+}
+
+/// How far from an item the reads that its member keeps as bits may be.
+const NEAR: usize = 32;
+
+/// The bit of `near` that says whether `item` reads item `d`, if `d` is near enough.
+pub(super) fn near_bit(item: usize, d: usize) -> Option<u32> {
+    let k = d.wrapping_sub(item).wrapping_add(NEAR);
+    (k < 2 * NEAR).then_some(k as u32)
 }
 
 /// The items a task runs, `(array, item)` in array order: what its messages are made of.
@@ -85,19 +104,30 @@ where
             let first_member = table.members.len();
             for &(a, p) in &items {
                 let at = table.inputs.len() as u32;
+                let (mut near, mut far) = (0u64, false);
                 for d in data.pattern.reads(a, t, p) {
                     let from = ids.get(&(t - 1, a, d)).copied();
                     preds.extend(from.map(|f| f.0));
                     let remote = from.filter(|_| data.rank_of(owner(a, d)) != data.rank_of(w));
                     table.inputs.push((d, remote));
+                    match near_bit(p, d) {
+                        Some(k) => near |= 1 << k,
+                        None => far = true,
+                    }
                 }
-                // A member that reads only this rank's row keeps no inputs: its reads go to
-                // the row without a lookup (the inputs are the chunk's largest table, and a
-                // lookup in it was a cache miss a task).
-                if table.inputs[at as usize..].iter().all(|x| x.1.is_none()) {
+                // A member that reads only this rank's row, near it, keeps no inputs: its
+                // reads go to the row without a lookup (the inputs are the chunk's largest
+                // table, and a lookup in it was a cache miss a task), checked by its bits.
+                if !far && table.inputs[at as usize..].iter().all(|x| x.1.is_none()) {
                     table.inputs.truncate(at as usize);
                 }
-                table.members.push((a, p, at, table.inputs.len() as u32));
+                let inputs = (at, table.inputs.len() as u32);
+                table.members.push(Member {
+                    array: a,
+                    item: p,
+                    inputs,
+                    near,
+                });
             }
             let (data2, filled2) = (data.clone(), filled.clone());
             let mine = first_member..table.members.len();

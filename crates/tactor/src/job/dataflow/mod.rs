@@ -46,7 +46,9 @@ const MIN_CHUNK: i64 = 32;
 /// use tactor::job::{Dataflow, Exchange, Job, Pattern, FIRST_PORT};
 ///
 /// struct Near(usize);
-/// impl Pattern for Near {
+/// // SAFETY: `readers` is `reads` (a symmetric neighbourhood), which names live cells at
+/// // steps after 0 only, and every step after 0 is alike.
+/// unsafe impl Pattern for Near {
 ///     fn live(&self, _: usize, _: i64) -> std::ops::Range<usize> {
 ///         0..self.0
 ///     }
@@ -136,25 +138,38 @@ pub struct Reads<'a> {
     /// Per item read: the item, and if it came from another rank, the task whose message
     /// carried it and where in that task's items. Empty if every item read is this rank's.
     inputs: &'a [(usize, Option<(TaskId, usize)>)],
+    /// The point's item, and the items near it that it reads (all of them if it has no
+    /// inputs), as bits.
+    item: usize,
+    near: u64,
     got: &'a Received<'a>,
     bytes: usize,
 }
 
 impl<'a> Reads<'a> {
-    /// Item `item` at the step before.
+    /// Item `item` at the step before, one that the point reads (as the [`Pattern`] says).
     ///
     /// # Panics
-    /// If the point does not read `item` and another rank owns it.
+    /// If the point does not read `item`.
     pub fn get(&self, item: usize) -> &'a [u8] {
-        match self.inputs.iter().find(|x| x.0 == item).and_then(|x| x.1) {
-            Some((from, at)) => {
+        let input = self.inputs.iter().find(|x| x.0 == item);
+        match input.map(|x| x.1) {
+            Some(Some((from, at))) => {
                 let items = self.got.from(from).expect("items from another rank");
                 &items[at..at + self.bytes]
             }
-            // SAFETY: the task of `item` at the step before ran before this one (an edge of
-            // the chunk, or the chunk before), and its slot is written again only after this
-            // task (the guards of `chunk::build`).
-            None => unsafe { self.row.read(item) },
+            _ => {
+                let near =
+                    chunk::near_bit(self.item, item).is_some_and(|k| self.near >> k & 1 == 1);
+                let read = input.is_some() || near;
+                assert!(read, "item {item} is not one that this point reads");
+                // SAFETY: the point reads the item (checked above), so the task of `item` at
+                // the step before ran before this one (an edge of the chunk, or the chunk
+                // before), and its slot is written again only after this task (the guards of
+                // `chunk::build`, from the readers that `Pattern`'s contract makes the
+                // inverse of the reads).
+                unsafe { self.row.read(item) }
+            }
         }
     }
 }
@@ -321,7 +336,8 @@ where
 
     /// Runs the `members` of `table` (each an array's item at `t`).
     fn run(&self, t: i64, table: &chunk::Table, members: std::ops::Range<usize>, got: &Received) {
-        for &(a, p, from, to) in &table.members[members] {
+        for m in &table.members[members] {
+            let (a, p, (from, to)) = (m.array, m.item, m.inputs);
             if self.failed.load(Ordering::Relaxed) {
                 return;
             }
@@ -343,6 +359,8 @@ where
                 before: Reads {
                     row: &array.rows[((t + 1) % 2) as usize],
                     inputs: &table.inputs[from as usize..to as usize],
+                    item: p,
+                    near: m.near,
                     got,
                     bytes: array.bytes,
                 },

@@ -3,6 +3,7 @@ use crate::job::neighbours::tests::{in_one_process, on_ranks, value, Last, Near,
 use crate::job::neighbours::tests::{BYTES, SIZES, STEPS};
 use crate::job::{exchange::RoundError, Job, FIRST_PORT};
 use crate::Runtime;
+use std::sync::atomic::AtomicUsize;
 
 /// The last step of every array on this rank, after two runs; every item's state counts its
 /// steps, and each step checks that the ones before it ran first.
@@ -121,5 +122,105 @@ fn a_rank_whose_body_fails_ends_the_run_of_the_others() {
     assert!(
         matches!(rank0, Err(RoundError::Remote { rank: 1, .. })),
         "{rank0:?}"
+    );
+}
+
+/// A point reads the items the pattern says it reads and no other: another item's task may
+/// not have run yet, or may be writing its slot again.
+#[test]
+fn a_point_reads_only_what_it_reads() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    // What point 0 of step 1 reads besides its own: first item 1 (its neighbour), then 3.
+    let stray = Arc::new(AtomicUsize::new(1));
+    let stray2 = stray.clone();
+    let flow = Dataflow::new(
+        &rt,
+        None,
+        Near(4),
+        &[(4, 1)],
+        2,
+        |_, _| (),
+        move |p| {
+            if (p.step, p.item) == (1, 0) {
+                p.before.get(stray2.load(Ordering::Relaxed));
+            }
+            Ok::<(), ()>(())
+        },
+    )
+    .unwrap();
+    assert_eq!(flow.run(), Ok(()));
+    // The body's panic ends the run, and the run says why.
+    stray.store(3, Ordering::Relaxed);
+    let got = flow.run();
+    assert!(
+        matches!(&got, Err(Stopped::Broken(why) | Stopped::Aborted(why))
+            if why.contains("item 3 is not one that this point reads")),
+        "{got:?}"
+    );
+}
+
+/// Each of `n` items reads itself and its mirror image (`n - 1 - i`), far from it.
+struct Mirror(usize);
+
+// SAFETY: `readers` is `reads` (the mirror is its own inverse), which names live items at
+// steps after 0 only, and every step after 0 is alike.
+unsafe impl Pattern for Mirror {
+    fn live(&self, _: usize, _: i64) -> std::ops::Range<usize> {
+        0..self.0
+    }
+    fn reads(&self, _: usize, t: i64, i: usize) -> impl Iterator<Item = usize> + '_ {
+        (t > 0).then(|| [i, self.0 - 1 - i]).into_iter().flatten()
+    }
+    fn readers(&self, a: usize, t: i64, i: usize) -> impl Iterator<Item = usize> + '_ {
+        self.reads(a, t, i)
+    }
+    fn class(&self, _: usize, t: i64) -> Option<u32> {
+        Some(u32::from(t > 0))
+    }
+}
+
+/// Reads farther than a member keeps as bits go through its inputs, and are checked there.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the inputs' path, which the tests of ranks run there too"
+)]
+fn a_point_reads_its_far_items_and_no_other() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    let n = 80;
+    let flow = |stray: Option<usize>| {
+        Dataflow::new(
+            &rt,
+            None,
+            Mirror(n),
+            &[(n, 8)],
+            3,
+            |_, _| (),
+            move |p| {
+                let v = match p.step {
+                    0 => p.item as u64,
+                    _ => [p.item, n - 1 - p.item]
+                        .map(|d| u64::from_le_bytes(p.before.get(d).try_into().unwrap()))
+                        .iter()
+                        .sum(),
+                };
+                if let Some(d) = stray.filter(|_| (p.step, p.item) == (1, 0)) {
+                    p.before.get(d);
+                }
+                p.out.copy_from_slice(&v.to_le_bytes());
+                Ok::<(), ()>(())
+            },
+        )
+        .unwrap()
+    };
+    let ok = flow(None);
+    assert_eq!(ok.run(), Ok(()));
+    let want = (2 * (n as u64 - 1)).to_le_bytes().to_vec();
+    assert!(ok.last(0, 2).iter().all(|v| *v == want));
+    let got = flow(Some(40)).run();
+    assert!(
+        matches!(&got, Err(Stopped::Broken(why) | Stopped::Aborted(why))
+            if why.contains("item 40 is not one that this point reads")),
+        "{got:?}"
     );
 }

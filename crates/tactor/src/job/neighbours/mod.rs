@@ -30,15 +30,18 @@ use team::Team;
 /// spins while it waits, polling the network: no thread sleeps on the way.
 ///
 /// Items are kept in two generations (by the parity of the step): at step `t` a body writes
-/// its items of `t` and reads any item of `t - 1` ([`Before::get`]), its own rank's in place
-/// and other ranks' from their message.
+/// its items of `t` and reads items of `t - 1` ([`Before::get`]): those its items read, its
+/// own rank's in place and other ranks' from their message, and any other item of a worker of
+/// this rank that it reads from.
 ///
 /// ```
 /// use tactor::job::{Exchange, Job, Neighbours, Pattern, FIRST_PORT};
 /// use tactor::Runtime;
 ///
 /// struct Near(usize);
-/// impl Pattern for Near {
+/// // SAFETY: `readers` is `reads` (a symmetric neighbourhood), which names live cells at
+/// // steps after 0 only, and every step after 0 is alike.
+/// unsafe impl Pattern for Near {
 ///     fn live(&self, _: usize, _: i64) -> std::ops::Range<usize> {
 ///         0..self.0
 ///     }
@@ -128,8 +131,8 @@ pub struct Block<'a> {
     before: Before<'a>,
 }
 
-/// Every item of an array at the step before a [`Block`]'s: this rank's in place, other
-/// ranks' from the messages that brought them.
+/// The items of an array at the step before a [`Block`]'s that it may read: this rank's in
+/// place, other ranks' from the messages that brought them.
 #[derive(Clone, Copy)]
 pub struct Before<'a> {
     row: &'a Slots,
@@ -139,25 +142,51 @@ pub struct Before<'a> {
     at: &'a [(usize, usize)],
     arrived: &'a [Vec<u8>],
     bytes: usize,
+    /// This worker's block: its first item and length.
+    start: usize,
+    len: usize,
+    /// The job-wide worker of each item; this rank's first worker in the job and its number
+    /// of workers.
+    owner: &'a [u32],
+    first: usize,
+    workers: usize,
+    /// The other local workers whose items this worker's items read at this step, ascending.
+    sources: &'a [usize],
 }
 
 impl<'a> Before<'a> {
-    /// Item `item` at the step before: one that this worker's items read at this step, or one
-    /// of this rank's.
+    /// Item `item` at the step before: one that this worker's items read at this step (as the
+    /// [`Pattern`] says), or any other item of this rank's workers they read from (those
+    /// workers finished the step before, and wait for this one before they write the next).
     ///
     /// # Panics
-    /// If `item` is another rank's and none of the block's items reads it.
+    /// If `item` is neither: an item of a worker (of this rank or another) that none of the
+    /// block's items reads from.
     pub fn get(&self, item: usize) -> &'a [u8] {
         match self.remote.binary_search(&item) {
             Ok(k) => {
                 let (m, from) = self.at[k];
                 &self.arrived[m][from..from + self.bytes]
             }
-            // SAFETY: this rank's item of the step before was written by its owner, which
-            // published it (a Release store of its count, or this worker itself) before this
-            // worker passed its waits; the owner writes it again two steps later, only after
-            // it saw this worker finish this step (`Neighbours::pass`'s waits).
-            Err(_) => unsafe { self.row.read(item) },
+            Err(_) => {
+                // This worker's own item, or one whose owner's local index (wrapped past
+                // `workers` if another rank's) is among the sources.
+                let o = || (self.owner[item] as usize).wrapping_sub(self.first);
+                let may = item.wrapping_sub(self.start) < self.len
+                    || (o() < self.workers && self.sources.binary_search(&o()).is_ok());
+                assert!(
+                    may,
+                    "item {item} is of no worker that this block reads from"
+                );
+                // SAFETY: the item's owner is this worker, or a worker of this rank whose
+                // items this block reads (checked above): that worker published its step
+                // before (a Release store of its count) before this worker passed its waits,
+                // and it writes the item's slot again two steps later only after it saw this
+                // worker finish this step, since this worker reads its items (the readers
+                // that `Pattern`'s contract makes the inverse of the reads; `Neighbours::pass`'s
+                // waits). A worker writes its own items only between its steps.
+                unsafe { self.row.read(item) }
+            }
         }
     }
 }
@@ -341,7 +370,7 @@ impl<P: Pattern> Neighbours<P> {
                 wire::gather(self, ex, lists, t, w, team)?;
             }
             // One worker per rank waits for no one here.
-            let waits: &[Vec<usize>] = match self.at.workers {
+            let waits: &[Waits] = match self.at.workers {
                 1 => &[],
                 _ => {
                     let class = (t > 0).then(|| self.classes.pair(t - 1)).flatten();
@@ -349,14 +378,16 @@ impl<P: Pattern> Neighbours<P> {
                 }
             };
             for (i, a) in self.arrays.iter().enumerate() {
-                for &v in waits.get(i).into_iter().flatten() {
+                let waits = waits.get(i);
+                for &v in waits.map(|x| &x.on[..]).unwrap_or_default() {
                     team.wait_until(|| a.done[v].load(Ordering::Acquire) >= t)?;
                 }
                 let (remote, at) = lists.inputs.current().of(i);
+                let mine = self.mine(i, w);
                 let mut block = Block {
                     array: i,
                     step: t,
-                    items: intersect(self.pattern.live(i, t), self.mine(i, w)),
+                    items: intersect(self.pattern.live(i, t), mine.clone()),
                     now: &a.rows[(t % 2) as usize],
                     before: Before {
                         row: &a.rows[((t + 1) % 2) as usize],
@@ -364,6 +395,12 @@ impl<P: Pattern> Neighbours<P> {
                         at,
                         arrived: &lists.arrived,
                         bytes: a.bytes,
+                        start: mine.start,
+                        len: mine.len(),
+                        owner: &a.cut.owner,
+                        first: self.at.global(0),
+                        workers: self.at.workers,
+                        sources: waits.map(|x| &x.sources[..]).unwrap_or_default(),
                     },
                 };
                 if let Err(e) = body(state, &mut block) {
@@ -380,21 +417,34 @@ impl<P: Pattern> Neighbours<P> {
     }
 
     /// Per array, the other local workers that local worker `w` waits for before step `t`:
-    /// the owners of what its items read, and the readers (at `t - 1`) of what it overwrites.
-    fn waits_of(&self, l: &mut Vec<Vec<usize>>, t: i64, w: usize) {
-        l.resize_with(self.arrays.len(), Vec::new);
-        for (i, (a, others)) in self.arrays.iter().zip(l.iter_mut()).enumerate() {
-            others.clear();
+    /// the owners of what its items read (its sources), and the readers (at `t - 1`) of what
+    /// it overwrites.
+    fn waits_of(&self, l: &mut Vec<Waits>, t: i64, w: usize) {
+        l.resize_with(self.arrays.len(), Waits::default);
+        for (i, (a, x)) in self.arrays.iter().zip(l.iter_mut()).enumerate() {
+            let local = |q: usize| self.at.local(a.cut.owner[q] as usize).filter(|&o| o != w);
+            x.sources.clear();
+            x.on.clear();
             for p in self.mine(i, w) {
-                let near = self.pattern.reads(i, t, p);
-                let near = near.chain(self.pattern.readers(i, t - 1, p));
-                others.extend(near.filter_map(|q| self.at.local(a.cut.owner[q] as usize)));
+                x.sources
+                    .extend(self.pattern.reads(i, t, p).filter_map(local));
+                x.on.extend(self.pattern.readers(i, t - 1, p).filter_map(local));
             }
-            others.retain(|&o| o != w);
-            others.sort_unstable();
-            others.dedup();
+            x.sources.sort_unstable();
+            x.sources.dedup();
+            x.on.extend_from_slice(&x.sources);
+            x.on.sort_unstable();
+            x.on.dedup();
         }
     }
+}
+
+/// The other local workers one worker waits for before a step of one array: `on`, all of
+/// them, and `sources`, the owners of what its items read (whose items it may read).
+#[derive(Default)]
+struct Waits {
+    on: Vec<usize>,
+    sources: Vec<usize>,
 }
 
 fn intersect(a: Range<usize>, b: Range<usize>) -> Range<usize> {

@@ -77,7 +77,9 @@ impl Table {
     }
 }
 
-impl Pattern for Table {
+// SAFETY: `readers` is built as the inverse of `reads`, which name only items live at the
+// step before and none at step 0; each step is its own class.
+unsafe impl Pattern for Table {
     fn live(&self, a: usize, t: i64) -> Range<usize> {
         self.live[a].get(t as usize).cloned().unwrap_or(0..0)
     }
@@ -222,7 +224,9 @@ fn ranks_of_one_and_more_workers_compute_what_one_thread_does() {
 /// A pattern where each of `n` items reads its neighbours.
 pub(crate) struct Near(pub(crate) usize);
 
-impl Pattern for Near {
+// SAFETY: `readers` is `reads` (a symmetric neighbourhood), which names live items at steps
+// after 0 only, and every step after 0 is alike.
+unsafe impl Pattern for Near {
     fn live(&self, _: usize, _: i64) -> Range<usize> {
         0..self.0
     }
@@ -276,6 +280,34 @@ fn a_panicking_body_stops_every_worker_and_the_panic_carries_on() {
     }));
     // The runtime reports the worker's task as failed; the other worker stopped.
     assert!(!matches!(got, Ok(Ok(_))), "{got:?}");
+}
+
+/// A block may read any item of a worker it reads from (the two wait for each other), and no
+/// item of a worker it does not read from, which may be writing it.
+#[test]
+fn a_block_reads_only_items_of_workers_it_reads_from() {
+    let rt = Runtime::builder().workers(3).pin(false).build().unwrap();
+    // Nine cells on three workers: worker 0 has cells 0..3 and reads cell 3, worker 1's.
+    let nb = Neighbours::new(None, 3, Near(9), &[(9, 1)], 3);
+    let read = |far: usize| {
+        let mut states = vec![(); 3];
+        nb.pass(&rt, &mut states, |_, block| {
+            let first = block.items().contains(&0) && block.step() == 1;
+            let (_, before) = block.split();
+            if first {
+                before.get(far);
+            }
+            Ok::<(), ()>(())
+        })
+    };
+    assert!(read(5).is_ok(), "worker 1's cell 5");
+    // The body's panic ends the pass, and the pass says why.
+    let got = read(6);
+    assert!(
+        matches!(&got, Err(Stopped::Aborted(why))
+            if why.contains("item 6 is of no worker that this block reads from")),
+        "worker 2's cell 6: {got:?}"
+    );
 }
 
 #[test]

@@ -12,7 +12,7 @@
 
 use super::classes::Cached;
 use super::team::Team;
-use super::{Neighbours, Pattern, Stopped};
+use super::{Neighbours, Pattern, Stopped, Waits};
 use crate::job::exchange::{Exchange, Key};
 
 /// What a worker keeps from step to step: its lists per class of steps, and the messages of
@@ -20,7 +20,7 @@ use crate::job::exchange::{Exchange, Key};
 pub(super) struct Lists {
     pub(super) inputs: Cached<Inputs>,
     sends: Cached<Sends>,
-    pub(super) waits: Cached<Vec<Vec<usize>>>,
+    pub(super) waits: Cached<Vec<Waits>>,
     /// This step's messages, in the order of the inputs' sources.
     pub(super) arrived: Vec<Vec<u8>>,
 }
