@@ -72,8 +72,8 @@ impl JobRef {
 
 /// Jobs a deque holds at most. Each join holds one until it returns, so this bounds the depth
 /// of nested joins on a worker; a fork beyond it runs inline (the program stays correct, that
-/// level merely does not split). Under Miri, which interprets each slot's initialisation
-/// (a runtime's deques were half of its start there), 32: its tests then reach the inline forks.
+/// level merely does not split). Under Miri, which interprets each slot's initialisation, 32
+/// (see the mailbox's `RING`): its tests then reach the inline forks too.
 const CAPACITY: usize = if cfg!(miri) { 32 } else { 1024 };
 
 /// The part of a deque the thieves see.
