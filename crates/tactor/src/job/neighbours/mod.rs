@@ -116,9 +116,11 @@ impl Place {
         self.rank * self.workers + w
     }
 
-    /// The local index of the job's worker `o`, if it is on this rank.
+    /// The local index of the job's worker `o`, if it is on this rank (no division: a
+    /// body's read of another worker's item asks).
     fn local(&self, o: usize) -> Option<usize> {
-        (o / self.workers == self.rank).then_some(o % self.workers)
+        let l = o.wrapping_sub(self.global(0));
+        (l < self.workers).then_some(l)
     }
 }
 
@@ -145,11 +147,9 @@ pub struct Before<'a> {
     /// This worker's block: its first item and length.
     start: usize,
     len: usize,
-    /// The job-wide worker of each item; this rank's first worker in the job and its number
-    /// of workers.
+    /// The job-wide worker of each item, and this rank's workers among the job's.
     owner: &'a [u32],
-    first: usize,
-    workers: usize,
+    place: Place,
     /// The other local workers whose items this worker's items read at this step, ascending.
     sources: &'a [usize],
 }
@@ -169,11 +169,10 @@ impl<'a> Before<'a> {
                 &self.arrived[m][from..from + self.bytes]
             }
             Err(_) => {
-                // This worker's own item, or one whose owner's local index (wrapped past
-                // `workers` if another rank's) is among the sources.
-                let o = || (self.owner[item] as usize).wrapping_sub(self.first);
+                // This worker's own item, or one of a local worker among the sources.
                 let may = item.wrapping_sub(self.start) < self.len
-                    || (o() < self.workers && self.sources.binary_search(&o()).is_ok());
+                    || (self.place.local(self.owner[item] as usize))
+                        .is_some_and(|o| self.sources.binary_search(&o).is_ok());
                 assert!(
                     may,
                     "item {item} is of no worker that this block reads from"
@@ -398,8 +397,7 @@ impl<P: Pattern> Neighbours<P> {
                         start: mine.start,
                         len: mine.len(),
                         owner: &a.cut.owner,
-                        first: self.at.global(0),
-                        workers: self.at.workers,
+                        place: self.at,
                         sources: waits.map(|x| &x.sources[..]).unwrap_or_default(),
                     },
                 };
