@@ -139,13 +139,19 @@ fn opening_a_port_while_messages_arrive_loses_none() {
 #[test]
 fn a_failed_rank_ends_the_others_waits() {
     for (ranks, victim) in [(2, 1), (3, 0), (3, 2)] {
-        let ended = AtomicUsize::new(0);
+        let (ended, passed) = (AtomicUsize::new(0), AtomicUsize::new(0));
         let outcomes = on_ranks(ranks, 1, |job| {
             job.barrier().unwrap();
             if job.rank() == victim {
+                // A rank out of the barrier does not mean every rank is: fail only once the
+                // others are, or one still inside would see the failure there.
+                while passed.load(Ordering::Acquire) < ranks - 1 {
+                    std::thread::yield_now();
+                }
                 job.tell_failure("injected");
                 return None;
             }
+            passed.fetch_add(1, Ordering::Release);
             // The others wait in collectives the failed rank never joins: each must give up
             // naming it, not hang.
             let e = job.all_gather(vec![1]).unwrap_err();
