@@ -163,30 +163,30 @@ impl<'a> Before<'a> {
     /// If `item` is neither: an item of a worker (of this rank or another) that none of the
     /// block's items reads from.
     pub fn get(&self, item: usize) -> &'a [u8] {
-        match self.remote.binary_search(&item) {
-            Ok(k) => {
+        // Most reads are of the worker's own block: asked first, they skip the search of the
+        // other ranks' items (which never include an item of this rank).
+        let own = item.wrapping_sub(self.start) < self.len;
+        if !own {
+            if let Ok(k) = self.remote.binary_search(&item) {
                 let (m, from) = self.at[k];
-                &self.arrived[m][from..from + self.bytes]
+                return &self.arrived[m][from..from + self.bytes];
             }
-            Err(_) => {
-                // This worker's own item, or one of a local worker among the sources.
-                let may = item.wrapping_sub(self.start) < self.len
-                    || (self.place.local(self.owner[item] as usize))
-                        .is_some_and(|o| self.sources.binary_search(&o).is_ok());
-                assert!(
-                    may,
-                    "item {item} is of no worker that this block reads from"
-                );
-                // SAFETY: the item's owner is this worker, or a worker of this rank whose
-                // items this block reads (checked above): that worker published its step
-                // before (a Release store of its count) before this worker passed its waits,
-                // and it writes the item's slot again two steps later only after it saw this
-                // worker finish this step, since this worker reads its items (the readers
-                // that `Pattern`'s contract makes the inverse of the reads; `Neighbours::pass`'s
-                // waits). A worker writes its own items only between its steps.
-                unsafe { self.row.read(item) }
-            }
+            // Not another rank's: it must be of a local worker among the sources.
+            let source = (self.place.local(self.owner[item] as usize))
+                .is_some_and(|o| self.sources.binary_search(&o).is_ok());
+            assert!(
+                source,
+                "item {item} is of no worker that this block reads from"
+            );
         }
+        // SAFETY: the item's owner is this worker, or a worker of this rank whose items this
+        // block reads (checked above): that worker published its step before (a Release store
+        // of its count) before this worker passed its waits, and it writes the item's slot
+        // again two steps later only after it saw this worker finish this step, since this
+        // worker reads its items (the readers that `Pattern`'s contract makes the inverse of
+        // the reads; `Neighbours::pass`'s waits). A worker writes its own items only between
+        // its steps.
+        unsafe { self.row.read(item) }
     }
 }
 
