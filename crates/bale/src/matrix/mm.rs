@@ -1,7 +1,7 @@
 //! Matrix Market files (`coordinate` format, the one sparse matrices come in): the pattern
-//! of nonzeros is read, values are ignored (Bale's apps work on patterns). Symmetric files
-//! list one triangle; the other is mirrored. Anything else is refused with one line naming
-//! the file, the line and what is wrong.
+//! of nonzeros is read; values are checked to be numbers and otherwise ignored (Bale's apps
+//! work on patterns). Symmetric files list one triangle; the other is mirrored. Anything else
+//! is refused with one line naming the file, the line and what is wrong.
 
 use super::Matrix;
 use std::io::{BufRead, BufReader};
@@ -118,11 +118,24 @@ pub fn parse(input: impl BufRead) -> Result<Matrix, String> {
             Ok((v - 1) as u32)
         };
         let (r, c) = (index("row", rows)?, index("column", cols)?);
-        let extra = w.count();
+        // Ignored, but a value that is not a number is a damaged file, not a pattern.
+        // (Fortran writes `1.5D+02`.)
+        let number = |v: &str| {
+            v.parse::<f64>().is_ok()
+                || (v.contains(['D', 'd']) && v.replace(['D', 'd'], "e").parse::<f64>().is_ok())
+        };
+        let mut extra = 0;
+        for v in w {
+            if extra < values && !number(v) {
+                return Err(format!(
+                    "line {at}: `{line}`: the value `{v}` is not a number"
+                ));
+            }
+            extra += 1;
+        }
         if extra != values {
             return Err(format!(
-                "line {at}: `{line}`: {} value(s) after the indices, the header's field `{field}` has {values}",
-                extra
+                "line {at}: `{line}`: {extra} value(s) after the indices, the header's field `{field}` has {values}"
             ));
         }
         entries.push((r, c));
@@ -199,6 +212,14 @@ mod tests {
         assert!(err(&format!("{h}2 2 2\n1 1\n")).contains("1 entries"));
         assert!(err(&format!("{h}2 2 1\n1 1\n2 2\n")).contains("more entries"));
         assert!(err(&format!("{h}2 2 1\n1 1 5\n")).contains("value(s)"));
+        let real = "%%MatrixMarket matrix coordinate real general\n2 2 1\n";
+        assert!(err(&format!("{real}1 1 abc\n")).contains("value `abc` is not a number"));
+        let int = "%%MatrixMarket matrix coordinate integer general\n2 2 1\n";
+        assert!(err(&format!("{int}1 1 x2\n")).contains("value `x2`"));
+        assert!(parse(format!("{int}1 1 -7\n").as_bytes()).is_ok());
+        assert!(parse(format!("{real}2 1 1.5D+02\n").as_bytes()).is_ok());
+        let complex = "%%MatrixMarket matrix coordinate complex general\n2 2 1\n";
+        assert!(err(&format!("{complex}1 1 1.0 x\n")).contains("value `x`"));
         let s = "%%MatrixMarket matrix coordinate pattern symmetric\n2 3 1\n2 3\n";
         assert!(err(s).contains("square"));
     }
