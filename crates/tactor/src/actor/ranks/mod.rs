@@ -342,14 +342,19 @@ impl<M> Net<M> {
         let quiet = w.ready && sums.0 == sums.1;
         let again = w.last == Some(sums);
         w.last = if quiet { Some(sums) } else { None };
-        drop(waves);
         if quiet && again {
+            // Over before the waves are unlocked: a PE of this rank that locks them next
+            // sees it and starts no wave after this one. Such a wave sent a second `OVER`
+            // and probes that no wave of this selector awaited: arriving on a rank that had
+            // gone on to the job's next selector, they ended it early or spoiled its waves
+            // (`bale randperm` on 3 ranks hung).
+            for &m in &units[unit] {
+                self.over[m].store(true, Ordering::Release);
+            }
+            drop(waves);
             for r in 1..self.link.ranks() {
                 self.link
                     .send(worker, r, header([OVER, unit as u32, 0, 0], 0));
-            }
-            for &m in &units[unit] {
-                self.over[m].store(true, Ordering::Release);
             }
         }
     }

@@ -402,3 +402,57 @@ fn one_quiet_wave_is_not_enough_and_two_equal_ones_are() {
     nets[1].arrive(0, 0, told[0].1.clone(), &units, &terms[1]);
     assert!(nets[1].over(0));
 }
+
+/// Rank 0's PEs all start waves while one of them concludes the last: once the mailbox is
+/// over there, no wave starts again, so rank 1 is told once and is sent no probe after it
+/// (such a probe, or a second `OVER`, reached a rank that had gone on to the job's next
+/// selector, ended that one early there, and hung the job).
+#[test]
+fn no_wave_starts_after_the_one_that_ended_the_mailbox() {
+    let rounds = 3000;
+    let units = vec![vec![0usize]];
+    for round in 0..rounds {
+        let link = Arc::new(Wire::new(0, 2));
+        let net: Net<u64> = Net::new(link.clone(), 1);
+        let (term, far) = (Termination::new(1, 1), Termination::new(1, 1));
+        term.done(0);
+        far.done(0);
+        // The quiet answer rank 1 gives to probe `number`.
+        let reply = |number: u32| {
+            let mut b = header([REPLY, 0, number, 1], 16);
+            b.extend_from_slice(&far.processed_count(0).to_le_bytes());
+            b.extend_from_slice(&far.sent_count(0).to_le_bytes());
+            b
+        };
+        std::thread::scope(|s| {
+            // Another PE of rank 0, trying a wave in its loop until the mailbox is over.
+            s.spawn(|| {
+                while !net.over(0) {
+                    net.start_wave(1, 0, &units, &term);
+                    std::hint::spin_loop();
+                }
+            });
+            // The PE that answers: each probe on the wire gets rank 1's reply.
+            let mut answered = 0;
+            while !net.over(0) {
+                let probes: Vec<u32> = (link.sent.lock().unwrap().iter())
+                    .filter(|(_, b)| kind(b) == PROBE)
+                    .map(|(_, b)| word(b, 2))
+                    .collect();
+                for &n in probes.iter().skip(answered) {
+                    net.arrive(0, 1, reply(n), &units, &term);
+                }
+                answered = probes.len();
+                net.start_wave(0, 0, &units, &term);
+            }
+        });
+        let sent = take(&link);
+        let over = sent.iter().position(|(_, b)| kind(b) == OVER);
+        let over = over.unwrap_or_else(|| panic!("round {round}: over without telling rank 1"));
+        let after: Vec<u32> = sent[over + 1..].iter().map(|(_, b)| kind(b)).collect();
+        assert!(
+            after.is_empty(),
+            "round {round}: sent after the mailbox's end (kinds {after:?})"
+        );
+    }
+}
