@@ -116,7 +116,7 @@ mod tests {
         let hash = |k: u64| Sequential.hash_one(k);
         let low = (1u64 << 57) - 1;
         assert!((0..1000u64).all(|k| hash(k) & low == k));
-        let tags: std::collections::HashSet<u64> = (0..1000u64).map(|k| hash(k) >> 57).collect();
+        let tags: HashSet<u64> = (0..1000u64).map(|k| hash(k) >> 57).collect();
         assert!(tags.len() > 100, "{} distinct tags", tags.len());
     }
 

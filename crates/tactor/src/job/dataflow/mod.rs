@@ -159,9 +159,9 @@ impl<'a> Reads<'a> {
                 &items[at..at + self.bytes]
             }
             _ => {
-                let near =
-                    chunk::near_bit(self.item, item).is_some_and(|k| self.near >> k & 1 == 1);
-                let read = input.is_some() || near;
+                // A local input is read; otherwise the member's bits say (asked only then).
+                let read = input.is_some()
+                    || chunk::near_bit(self.item, item).is_some_and(|k| self.near >> k & 1 == 1);
                 assert!(read, "item {item} is not one that this point reads");
                 // SAFETY: the point reads the item (checked above), so the task of `item` at
                 // the step before ran before this one (an edge of the chunk, or the chunk
